@@ -1,0 +1,41 @@
+%% @doc An accept loop on a listener's socket. Several acceptors share one
+%% listen socket; each hands its connections to its own connection
+%% supervisor, which blocks it while the listener is at max_connections.
+-module(throng_acceptor).
+
+-export([start_link/2, init/3]).
+
+%% Back-off when the process or the node is out of file descriptors.
+-define(EMFILE_SLEEP, 100).
+
+-spec start_link(throng_listener:ref(), pos_integer()) -> {ok, pid()}.
+start_link(Ref, Index) ->
+    {ok, proc_lib:spawn_link(?MODULE, init, [self(), Ref, Index])}.
+
+-spec init(pid(), throng_listener:ref(), pos_integer()) -> no_return().
+init(ListenerSup, Ref, Index) ->
+    #{lsock := LSock} = throng_listener:info(Ref),
+    %% The sibling connection supervisor was started before us.
+    [ConnsSup] = [P || {{conns_sup, I}, P, _, _} <- supervisor:which_children(ListenerSup),
+                       I =:= Index],
+    loop(LSock, ConnsSup).
+
+loop(LSock, ConnsSup) ->
+    case gen_tcp:accept(LSock) of
+        {ok, Sock} ->
+            throng_metrics:incr(connections_accepted),
+            {ok, _Pid} = throng_conns_sup:start_connection(ConnsSup, Sock),
+            loop(LSock, ConnsSup);
+        {error, Why} when Why =:= emfile; Why =:= enfile; Why =:= enobufs; Why =:= enomem ->
+            throng_metrics:incr(accept_errors),
+            logger:error(#{what => accept_failed, reason => Why,
+                           action => "sleeping, connections wait in the backlog"}),
+            timer:sleep(?EMFILE_SLEEP),
+            loop(LSock, ConnsSup);
+        {error, closed} ->
+            exit(listen_socket_closed);
+        {error, Why} ->
+            throng_metrics:incr(accept_errors),
+            logger:info(#{what => accept_failed, reason => Why}),
+            loop(LSock, ConnsSup)
+    end.

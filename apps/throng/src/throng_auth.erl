@@ -1,0 +1,200 @@
+%% @doc Accounts and credentials: registration, password changes, bulk
+%% registration for load tests, and the credential lookups SASL needs.
+%%
+%% Passwords are never stored: an account holds a salt, an iteration count
+%% and the SCRAM StoredKey/ServerKey for SHA-1 and SHA-256 (RFC 5802).
+%% PLAIN is verified by deriving the SCRAM keys from the offered password;
+%% because that PBKDF2 costs about a millisecond, a successful PLAIN login is
+%% remembered as HMAC(per-boot secret, password) for the user (see
+%% auth.plain_cache_size), so the next login of that user is cheap. The cache
+%% lives only in memory and is dropped on password change.
+-module(throng_auth).
+
+-include("throng.hrl").
+
+-export([register/3, set_password/3, unregister/2, make_creds/1, make_creds/3,
+         bulk_register/5, contacts/3, sasl_ctx/1, verify_plain/4, prepare_user/1]).
+
+%% @doc Creates an account. User is normalized (nodeprep), the password
+%% SASLprep'ed.
+-spec register(binary(), binary(), binary()) ->
+    ok | {error, exists | invalid_user | invalid_password | unknown_host}.
+register(User, Server, Password) ->
+    with_account(User, Server, Password,
+                 fun(U, S, Creds) ->
+                         case throng_storage:create_account(U, S, Creds) of
+                             ok ->
+                                 throng_metrics:incr(registrations),
+                                 logger:notice(#{what => account_registered, user => U,
+                                                 server => S}),
+                                 ok;
+                             {error, exists} = E -> E
+                         end
+                 end).
+
+%% @doc Changes a password (new salt, new keys).
+-spec set_password(binary(), binary(), binary()) ->
+    ok | {error, not_found | invalid_user | invalid_password | unknown_host}.
+set_password(User, Server, Password) ->
+    with_account(User, Server, Password,
+                 fun(U, S, Creds) ->
+                         Result = throng_storage:set_credentials(U, S, Creds),
+                         forget_plain(U, S),
+                         Result
+                 end).
+
+%% @doc Removes an account, its roster and offline messages, and ends its
+%% sessions.
+-spec unregister(binary(), binary()) -> ok | {error, not_found | invalid_user | unknown_host}.
+unregister(User, Server) ->
+    case prepare(User, Server) of
+        {ok, U, S} ->
+            case throng_storage:remove_account(U, S) of
+                ok ->
+                    forget_plain(U, S),
+                    [Pid ! {kick, <<"account removed">>} || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+                    logger:notice(#{what => account_removed, user => U, server => S}),
+                    ok;
+                {error, not_found} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+with_account(User, Server, Password, Fun) ->
+    case prepare(User, Server) of
+        {ok, U, S} ->
+            case throng_saslprep:prepare(Password) of
+                {ok, Pw} when Pw =/= <<>> -> Fun(U, S, make_creds(Pw));
+                _ -> {error, invalid_password}
+            end;
+        {error, _} = E -> E
+    end.
+
+prepare(User, Server) ->
+    case {prepare_user(User), throng_jid:nameprep(Server)} of
+        {error, _} -> {error, invalid_user};
+        {_, error} -> {error, unknown_host};
+        {U, S} ->
+            case throng_router:is_local(S) of
+                true -> {ok, U, S};
+                false -> {error, unknown_host}
+            end
+    end.
+
+%% @doc A username as stored: nodeprep'ed, not empty.
+-spec prepare_user(binary()) -> binary() | error.
+prepare_user(User) ->
+    case throng_jid:nodeprep(User) of
+        U when is_binary(U), U =/= <<>> -> U;
+        _ -> error
+    end.
+
+%% @doc SCRAM credentials for a (SASLprep'ed) password with a fresh salt.
+-spec make_creds(binary()) -> #scram_creds{}.
+make_creds(Password) ->
+    make_creds(Password, crypto:strong_rand_bytes(16), throng_config:get([auth, scram_iterations])).
+
+-spec make_creds(binary(), binary(), pos_integer()) -> #scram_creds{}.
+make_creds(Password, Salt, Iterations) ->
+    #{stored_key := S1, server_key := K1} = throng_scram:keys(sha, Password, Salt, Iterations),
+    #{stored_key := S2, server_key := K2} = throng_scram:keys(sha256, Password, Salt, Iterations),
+    #scram_creds{salt = Salt, iterations = Iterations,
+                 sha_stored = S1, sha_server = K1, sha256_stored = S2, sha256_server = K2}.
+
+%%% Bulk registration
+
+-define(BULK_CHUNK, 2000).
+
+%% @doc Registers Prefix1..PrefixN on Server, all with one password, each
+%% with a mutual roster of Contacts neighbours (see {@link contacts/3}),
+%% subscription both. Existing accounts of those names are overwritten. The
+%% SCRAM keys are derived once and shared (one salt for the whole batch):
+%% these are load-test accounts. Progress goes to the Progress fun.
+-spec bulk_register(binary(), binary(), pos_integer(), binary(), non_neg_integer()) ->
+    {ok, non_neg_integer()} | {error, term()}.
+bulk_register(Server, Prefix, N, Password, Contacts) ->
+    case {throng_jid:nameprep(Server), throng_saslprep:prepare(Password)} of
+        {S, {ok, Pw}} when is_binary(S), Pw =/= <<>> ->
+            case throng_router:is_local(S) of
+                false -> {error, unknown_host};
+                true ->
+                    Creds = make_creds(Pw),
+                    bulk_chunks(S, Prefix, N, Creds, Contacts, 1),
+                    throng_metrics:add(registrations, N),
+                    logger:notice(#{what => bulk_registered, server => S, count => N,
+                                    prefix => Prefix, contacts => Contacts}),
+                    {ok, N}
+            end;
+        {error, _} -> {error, unknown_host};
+        _ -> {error, invalid_password}
+    end.
+
+bulk_chunks(_S, _Prefix, N, _Creds, _Contacts, From) when From > N ->
+    ok;
+bulk_chunks(S, Prefix, N, Creds, Contacts, From) ->
+    To = min(N, From + ?BULK_CHUNK - 1),
+    Users = [{user_name(Prefix, I), Creds,
+              [#roster_item{jid = {user_name(Prefix, C), S}, subscription = both}
+               || C <- contacts(I, N, Contacts)]}
+             || I <- lists:seq(From, To)],
+    ok = throng_storage:bulk_create(S, Users),
+    bulk_chunks(S, Prefix, N, Creds, Contacts, To + 1).
+
+user_name(Prefix, I) ->
+    <<Prefix/binary, (integer_to_binary(I))/binary>>.
+
+%% @doc The contacts of user I among users 1..N: its Contacts nearest
+%% neighbours, Contacts/2 on each side, wrapping around (so the relation is
+%% mutual). With fewer than Contacts + 1 users, everyone else.
+-spec contacts(pos_integer(), pos_integer(), non_neg_integer()) -> [pos_integer()].
+contacts(I, N, Contacts) when N =< Contacts + 1 ->
+    [J || J <- lists:seq(1, N), J =/= I];
+contacts(I, N, Contacts) ->
+    Half = Contacts div 2,
+    Offsets = [D || D <- lists:seq(-Half, Contacts - Half), D =/= 0],
+    [((I - 1 + D + N) rem N) + 1 || D <- Offsets].
+
+%%% SASL
+
+%% @doc The context {@link throng_sasl} needs for a domain.
+-spec sasl_ctx(binary()) -> throng_sasl:ctx().
+sasl_ctx(Server) ->
+    #{host => Server,
+      get_credentials =>
+          fun(U) ->
+                  case throng_storage:get_credentials(U, Server) of
+                      {ok, C} -> {ok, creds_map(C)};
+                      not_found -> not_found
+                  end
+          end,
+      iterations => throng_config:get([auth, scram_iterations]),
+      secret => throng_tables:boot_secret(),
+      verify_plain => fun(U, Pw, Creds) -> verify_plain(U, Server, Pw, Creds) end}.
+
+creds_map(#scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server = K1,
+                       sha256_stored = S2, sha256_server = K2}) ->
+    #{salt => Salt, iterations => I,
+      sha => #{stored_key => S1, server_key => K1},
+      sha256 => #{stored_key => S2, server_key => K2}}.
+
+%% @doc Checks a PLAIN password (already SASLprep'ed) against a user's
+%% stored SHA-256 keys, through the login cache.
+-spec verify_plain(binary(), binary(), binary(),
+                   #{salt := binary(), iterations := pos_integer(), stored_key := binary()}) ->
+    boolean().
+verify_plain(U, S, Password, #{salt := Salt, stored_key := Stored} = Creds) ->
+    Tag = plain_tag(Password, Salt),
+    case throng_tables:plain_cache_get({U, S}) of
+        {Stored, Tag} -> true;
+        _ ->
+            case throng_scram:verify_password(sha256, Password, Creds) of
+                true -> throng_tables:plain_cache_put({U, S}, {Stored, Tag}), true;
+                false -> false
+            end
+    end.
+
+plain_tag(Password, Salt) ->
+    crypto:mac(hmac, sha256, throng_tables:boot_secret(), [Salt, Password]).
+
+forget_plain(U, S) ->
+    throng_tables:plain_cache_delete({U, S}).

@@ -1,0 +1,188 @@
+%% @doc Every configuration option of Throng, declared once: its type,
+%% default and meaning. {@link throng_config} validates a YAML file against
+%% this table, and `scripts/gen_config_doc.escript' renders
+%% docs/configuration.md from it (a test keeps the two in sync).
+%%
+%% A spec is a map from option name to an option description:
+%% ```
+%% #{type := type(), default => term(), doc := string()}
+%% '''
+%% An option without a default is required. Types:
+%% <ul>
+%% <li>`boolean', `string', `path', `ip' (an address string, kept as a tuple)</li>
+%% <li>`{int, Min, Max}' (Max may be `infinity'), `{int_or_infinity, Min}'</li>
+%% <li>`{enum, [atom()]}', `{list, type()}', `{section, spec()}',
+%% `{list_of, spec()}' (a list of sections), `domain'</li>
+%% </ul>
+-module(throng_config_spec).
+
+-export([spec/0]).
+
+-type type() :: boolean | string | path | ip | domain
+              | {int, integer(), integer() | infinity}
+              | {int_or_infinity, integer()}
+              | {enum, [atom()]}
+              | {list, type()}
+              | {section, spec()}
+              | {list_of, spec()}.
+-type option() :: #{type := type(), default => term(), doc := string()}.
+-type spec() :: #{atom() => option()}.
+-export_type([type/0, option/0, spec/0]).
+
+-spec spec() -> spec().
+spec() ->
+    #{hosts =>
+          #{type => {list, domain}, default => [<<"localhost">>],
+            doc => "XMPP domains this server serves. A stream to any other domain "
+                   "gets a host-unknown stream error."},
+      loglevel =>
+          #{type => {enum, [emergency, alert, critical, error, warning, notice, info, debug]},
+            default => notice,
+            doc => "Lowest level of log events written (OTP logger levels)."},
+      data_dir =>
+          #{type => path, default => <<"var">>,
+            doc => "Directory for the Mnesia database, generated certificates and logs. "
+                   "A relative path is taken from the release root (or the current "
+                   "directory outside a release)."},
+      log_file =>
+          #{type => path, default => <<>>,
+            doc => "Log file; empty means DATA_DIR/log/throng.log. Logs are structured "
+                   "(one event per line, key=value)."},
+      certfile =>
+          #{type => path, default => <<>>,
+            doc => "PEM certificate chain for STARTTLS. Empty: a self-signed certificate "
+                   "for the first host is generated in DATA_DIR on first start and reused."},
+      keyfile =>
+          #{type => path, default => <<>>,
+            doc => "PEM private key for certfile. Empty: the key generated with the "
+                   "self-signed certificate."},
+      listen =>
+          #{type => {list_of, listener_spec()},
+            default => [#{}],
+            doc => "Client-to-server (c2s) listeners. Each item is a section with the "
+                   "options below; an empty item takes every default."},
+      auth =>
+          #{type => {section, auth_spec()}, default => #{},
+            doc => "Authentication."},
+      registration =>
+          #{type => {section, registration_spec()}, default => #{},
+            doc => "XEP-0077 in-band registration."},
+      stream_management =>
+          #{type => {section, sm_spec()}, default => #{},
+            doc => "XEP-0198 stream management."},
+      offline =>
+          #{type => {section, offline_spec()}, default => #{},
+            doc => "Offline message storage."},
+      ping =>
+          #{type => {section, ping_spec()}, default => #{},
+            doc => "Server-side keepalive: XEP-0199 pings to idle clients."},
+      storage =>
+          #{type => {section, storage_spec()}, default => #{},
+            doc => "Where accounts, rosters and offline messages are kept."}}.
+
+listener_spec() ->
+    #{port => #{type => {int, 0, 65535}, default => 5222,
+                doc => "TCP port (0: any free port, for tests)."},
+      ip => #{type => ip, default => {127, 0, 0, 1},
+              doc => "Address to listen on: \"0.0.0.0\" or \"::\" for every interface."},
+      starttls => #{type => {enum, [disabled, optional, required]}, default => optional,
+                    doc => "disabled: no STARTTLS offered. optional: offered, and "
+                           "authentication is allowed without it. required: clients must "
+                           "negotiate TLS before anything else."},
+      acceptors => #{type => {int, 1, 1024}, default => 8,
+                     doc => "Processes accepting connections on the listen socket."},
+      backlog => #{type => {int, 1, 1048576}, default => 65535,
+                   doc => "Listen backlog: connections the kernel queues before they are "
+                          "accepted. Linux caps it at net.core.somaxconn; a burst of "
+                          "connects larger than the backlog gets resets."},
+      max_connections => #{type => {int_or_infinity, 1}, default => infinity,
+                           doc => "Connections this listener holds at once. When reached, "
+                                  "acceptors stop accepting and new connections wait in "
+                                  "the backlog until one closes."},
+      max_stanza_size => #{type => {int, 1024, 16777216}, default => 262144,
+                           doc => "Largest stanza in bytes. A larger one ends the "
+                                  "connection with a policy-violation stream error."},
+      max_depth => #{type => {int, 2, 1024}, default => 32,
+                     doc => "Deepest element nesting inside a stanza (the stanza is depth "
+                            "1). Deeper: policy-violation stream error."},
+      shaper_rate => #{type => {int_or_infinity, 64}, default => 131072,
+                       doc => "Traffic shaper: sustained bytes per second a client may send. "
+                              "A faster client is paused (its socket is not read) until it "
+                              "is back within the limit; nothing is dropped."},
+      shaper_burst => #{type => {int, 1024, infinity}, default => 524288,
+                        doc => "Traffic shaper: bytes a client may send in a burst above "
+                               "shaper_rate."},
+      negotiation_timeout => #{type => {int, 1, 3600}, default => 30,
+                               doc => "Seconds a client has from connecting to a bound "
+                                       "resource (TLS, SASL, bind). Slower: "
+                                       "connection-timeout stream error."},
+      send_timeout => #{type => {int, 1, 3600}, default => 15,
+                        doc => "Seconds a write to a client may block (client not reading). "
+                               "Then the connection is closed and undelivered messages are "
+                               "re-routed or stored offline."},
+      hibernate_after => #{type => {int, 0, 3600000}, default => 1000,
+                           doc => "Milliseconds of inactivity after which a connection "
+                                  "process hibernates (compacts its memory)."}}.
+
+auth_spec() ->
+    #{mechanisms => #{type => {list, {enum, ['SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN']}},
+                      default => ['SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN'],
+                      doc => "SASL mechanisms offered, in this order."},
+      scram_iterations => #{type => {int, 1, 1000000}, default => 4096,
+                            doc => "PBKDF2 iterations for SCRAM credentials of new or changed "
+                                   "passwords. Passwords are stored only as SCRAM keys."},
+      plain_cache_size => #{type => {int, 0, 100000000}, default => 100000,
+                            doc => "PLAIN logins must run PBKDF2 against the stored SCRAM "
+                                   "keys, which costs about a millisecond. Throng remembers "
+                                   "the result for this many users (keyed by an HMAC with "
+                                   "a per-boot secret, never the password) so a re-login "
+                                   "is cheap. 0 disables the cache."},
+      failure_window => #{type => {int, 1, 86400}, default => 300,
+                          doc => "Seconds over which authentication failures from one IP "
+                                 "address are counted."},
+      max_failure_delay => #{type => {int, 0, 60000}, default => 5000,
+                             doc => "Each further failure from the same address within "
+                                    "failure_window is answered after 100 ms x 2^(n-1), "
+                                    "up to this many milliseconds."}}.
+
+registration_spec() ->
+    #{enabled => #{type => boolean, default => false,
+                   doc => "Allow XEP-0077 in-band registration of new accounts."},
+      min_password_length => #{type => {int, 0, 1024}, default => 6,
+                               doc => "Shortest password accepted by in-band registration "
+                                      "and password change."},
+      ip_interval => #{type => {int, 0, 86400}, default => 60,
+                       doc => "Seconds that must pass between two in-band registrations "
+                              "from the same IP address (0: no limit)."}}.
+
+sm_spec() ->
+    #{enabled => #{type => boolean, default => true,
+                   doc => "Offer XEP-0198 stream management."},
+      resume_timeout => #{type => {int, 0, 86400}, default => 300,
+                          doc => "Seconds a session waits to be resumed after its "
+                                 "connection drops (0: resumption not offered)."},
+      max_unacked => #{type => {int, 1, 1000000}, default => 5000,
+                       doc => "Stanzas a client may leave unacknowledged. More: the "
+                              "connection ends with a policy-violation stream error and "
+                              "the unacknowledged messages go offline."},
+      ack_every => #{type => {int, 1, 1000000}, default => 10,
+                     doc => "The server asks for an acknowledgement (<r/>) after this "
+                            "many unacknowledged stanzas."}}.
+
+offline_spec() ->
+    #{max_messages => #{type => {int, 0, 10000000}, default => 1000,
+                        doc => "Offline messages kept per user. A message beyond this is "
+                               "refused with a service-unavailable error to its sender."}}.
+
+ping_spec() ->
+    #{interval => #{type => {int, 0, 86400}, default => 300,
+                    doc => "Seconds without traffic from an authenticated client after "
+                           "which the server sends it a XEP-0199 ping (0: never)."},
+      timeout => #{type => {int, 1, 3600}, default => 60,
+                   doc => "Seconds a pinged client has to send anything before the "
+                          "connection is closed with a connection-timeout stream error."}}.
+
+storage_spec() ->
+    #{backend => #{type => {enum, [mnesia]}, default => mnesia,
+                   doc => "Storage backend. mnesia: embedded, disc copies under "
+                          "DATA_DIR/mnesia; a committed write survives kill -9 of the node."}}.

@@ -1,0 +1,156 @@
+%% @doc Parent of the connection processes accepted by one acceptor: a small
+%% special process (proc_lib + sys) rather than a `supervisor', because it
+%% also enforces `max_connections': when the listener holds that many
+%% connections it delays its answer to the acceptor, so the acceptor stops
+%% accepting and new connects queue in the kernel's listen backlog instead of
+%% being reset. The limit is soft: it is checked against one counter shared by
+%% all the listener's connection supervisors.
+%%
+%% Connections are linked children that trap exits; on shutdown each gets a
+%% `shutdown' exit signal and 5 seconds to end (the c2s process closes its
+%% stream with system-shutdown and stores undelivered messages), then is
+%% killed. The children are not kept in a table: they are exactly the linked
+%% processes other than the parent.
+-module(throng_conns_sup).
+
+-export([start_link/2, start_connection/2]).
+-export([init/3, system_continue/3, system_terminate/4, system_code_change/4]).
+
+-record(st, {parent :: pid(),
+             ref :: throng_listener:ref(),
+             count :: atomics:atomics_ref(),
+             max :: pos_integer() | infinity,
+             children = 0 :: non_neg_integer(),
+             waiting = [] :: [{pid(), reference(), pid()}],
+             timer = undefined :: undefined | reference()}).
+
+-define(SHUTDOWN_TIMEOUT, 5000).
+-define(RECHECK_MS, 20).
+
+-spec start_link(throng_listener:ref(), pos_integer()) -> {ok, pid()}.
+start_link(Ref, Index) ->
+    proc_lib:start_link(?MODULE, init, [self(), Ref, Index]).
+
+%% @doc Starts a connection process for a socket accepted by the caller
+%% (which still owns it), and returns its pid once the listener is below
+%% max_connections. The caller then hands the socket over.
+-spec start_connection(pid(), gen_tcp:socket()) -> {ok, pid()}.
+start_connection(Sup, Sock) ->
+    MRef = erlang:monitor(process, Sup),
+    Sup ! {start_connection, self(), MRef},
+    receive
+        {MRef, {ok, Pid}} ->
+            erlang:demonitor(MRef, [flush]),
+            case gen_tcp:controlling_process(Sock, Pid) of
+                ok -> Pid ! {throng_socket, Sock};
+                {error, _} -> _ = gen_tcp:close(Sock), exit(Pid, kill)
+            end,
+            {ok, Pid};
+        {'DOWN', MRef, process, _, Reason} ->
+            _ = gen_tcp:close(Sock),
+            exit({conns_sup_down, Reason})
+    end.
+
+-spec init(pid(), throng_listener:ref(), pos_integer()) -> no_return().
+init(Parent, Ref, _Index) ->
+    process_flag(trap_exit, true),
+    #{count := Count, max := Max} = throng_listener:info(Ref),
+    proc_lib:init_ack(Parent, {ok, self()}),
+    loop(#st{parent = Parent, ref = Ref, count = Count, max = Max}).
+
+loop(#st{parent = Parent} = St) ->
+    receive
+        {start_connection, From, MRef} ->
+            Pid = throng_c2s:start_link(St#st.ref),
+            atomics:add(St#st.count, 1, 1),
+            loop(answer_or_park(From, MRef, Pid, St#st{children = St#st.children + 1}));
+        {'EXIT', Parent, Reason} ->
+            shutdown_children(St),
+            exit(Reason);
+        {'EXIT', _Child, _Reason} ->
+            atomics:sub(St#st.count, 1, 1),
+            loop(unpark(St#st{children = St#st.children - 1}));
+        recheck ->
+            loop(unpark(St#st{timer = undefined}));
+        {system, From, Req} ->
+            sys:handle_system_msg(Req, From, Parent, ?MODULE, [], St);
+        {'$gen_call', From, which_children} ->
+            gen:reply(From, [{throng_c2s, P, worker, [throng_c2s]} || P <- children(St)]),
+            loop(St);
+        {'$gen_call', From, count_children} ->
+            N = St#st.children,
+            gen:reply(From, [{specs, 1}, {active, N}, {supervisors, 0}, {workers, N}]),
+            loop(St);
+        {'$gen_call', From, _Other} ->
+            gen:reply(From, {error, not_supported}),
+            loop(St);
+        Other ->
+            logger:warning(#{what => unexpected_message, process => ?MODULE, msg => Other}),
+            loop(St)
+    end.
+
+answer_or_park(From, MRef, Pid, St) ->
+    %% The answer carries the pid; parking means answering later.
+    case below_max(St) of
+        true -> From ! {MRef, {ok, Pid}}, St;
+        false -> arm(St#st{waiting = [{From, MRef, Pid} | St#st.waiting]})
+    end.
+
+unpark(#st{waiting = []} = St) ->
+    St;
+unpark(#st{waiting = Waiting} = St) ->
+    case below_max(St) of
+        true ->
+            [From ! {MRef, {ok, Pid}} || {From, MRef, Pid} <- Waiting],
+            St#st{waiting = []};
+        false ->
+            arm(St)
+    end.
+
+%% Slots freed by the listener's other connection supervisors are noticed by
+%% polling while an acceptor is parked.
+arm(#st{timer = undefined} = St) ->
+    St#st{timer = erlang:send_after(?RECHECK_MS, self(), recheck)};
+arm(St) ->
+    St.
+
+below_max(#st{max = infinity}) -> true;
+below_max(#st{max = Max, count = C}) -> atomics:get(C, 1) < Max.
+
+children(#st{parent = Parent}) ->
+    {links, Links} = process_info(self(), links),
+    [P || P <- Links, is_pid(P), P =/= Parent].
+
+shutdown_children(St) ->
+    Children = children(St),
+    [exit(P, shutdown) || P <- Children],
+    TRef = erlang:start_timer(?SHUTDOWN_TIMEOUT, self(), kill_children),
+    wait_children(length(Children), TRef, St).
+
+wait_children(0, TRef, _St) ->
+    _ = erlang:cancel_timer(TRef),
+    ok;
+wait_children(N, TRef, St) ->
+    receive
+        {'EXIT', _P, _} ->
+            atomics:sub(St#st.count, 1, 1),
+            wait_children(N - 1, TRef, St);
+        {timeout, TRef, kill_children} ->
+            Left = children(St),
+            [exit(P, kill) || P <- Left],
+            atomics:sub(St#st.count, 1, length(Left)),
+            ok
+    end.
+
+-spec system_continue(pid(), [sys:dbg_opt()], #st{}) -> no_return().
+system_continue(_Parent, _Debug, St) ->
+    loop(St).
+
+-spec system_terminate(term(), pid(), [sys:dbg_opt()], #st{}) -> no_return().
+system_terminate(Reason, _Parent, _Debug, St) ->
+    shutdown_children(St),
+    exit(Reason).
+
+-spec system_code_change(#st{}, module(), term(), term()) -> {ok, #st{}}.
+system_code_change(St, _Module, _OldVsn, _Extra) ->
+    {ok, St}.

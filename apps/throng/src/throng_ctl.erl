@@ -1,0 +1,128 @@
+%% @doc Administration commands, run inside the server node on behalf of
+%% `bin/throng COMMAND ARGS...' (see {@link throng_ctl_cli}). Arguments follow
+%% ejabberdctl's order. Each command returns an exit code and text.
+-module(throng_ctl).
+
+-include("throng.hrl").
+
+-export([run/2, commands/0]).
+
+-type result() :: {non_neg_integer(), iodata()}.
+
+-define(OK, 0).
+-define(ERROR, 1).
+-define(USAGE, 2).
+
+%% @doc The commands, their arguments and what they do (for help).
+-spec commands() -> [{string(), string(), string()}].
+commands() ->
+    [{"status", "", "Node status: uptime, connections, sessions, memory"},
+     {"register", "USER DOMAIN PASSWORD", "Create an account"},
+     {"unregister", "USER DOMAIN", "Remove an account, its roster and offline messages"},
+     {"passwd", "USER DOMAIN PASSWORD", "Change a password"},
+     {"sessions", "", "List connected sessions (full JIDs)"},
+     {"kick", "JID", "End the session of a full JID, or every session of a bare JID"},
+     {"bulk-register", "DOMAIN COUNT PASSWORD [PREFIX [CONTACTS]]",
+      "Create PREFIX1..PREFIXCOUNT (default prefix user) with one password and mutual "
+      "rosters of CONTACTS neighbours (default 18), for load tests"},
+     {"accounts", "DOMAIN", "Count the accounts of a domain"}].
+
+-spec run(string(), [string()]) -> result().
+run("status", []) ->
+    status();
+run("register", [U, S, P]) ->
+    account_result(throng_auth:register(bin(U), bin(S), bin(P)),
+                   io_lib:format("User ~s@~s successfully registered", [U, S]));
+run("unregister", [U, S]) ->
+    account_result(throng_auth:unregister(bin(U), bin(S)),
+                   io_lib:format("User ~s@~s unregistered", [U, S]));
+run("passwd", [U, S, P]) ->
+    account_result(throng_auth:set_password(bin(U), bin(S), bin(P)),
+                   io_lib:format("Password of ~s@~s changed", [U, S]));
+run("sessions", []) ->
+    Lines = lists:sort([[throng_jid:to_binary(J), "\n"] || {J, _} <- throng_sm:all()]),
+    {?OK, Lines};
+run("kick", [J]) ->
+    case throng_jid:parse(bin(J)) of
+        {ok, #jid{resource = <<>>, user = U, server = S}} ->
+            kick([P || {_, P, _, _} <- throng_sm:resources({U, S})], J);
+        {ok, JID} ->
+            case throng_sm:lookup(JID) of
+                undefined -> kick([], J);
+                P -> kick([P], J)
+            end;
+        error ->
+            {?ERROR, io_lib:format("Invalid JID: ~s~n", [J])}
+    end;
+run("bulk-register", [S, N, P]) ->
+    run("bulk-register", [S, N, P, "user", "18"]);
+run("bulk-register", [S, N, P, Prefix]) ->
+    run("bulk-register", [S, N, P, Prefix, "18"]);
+run("bulk-register", [S, N, P, Prefix, C]) ->
+    case {int(N), int(C)} of
+        {Count, Contacts} when is_integer(Count), Count > 0, is_integer(Contacts), Contacts >= 0 ->
+            T0 = erlang:monotonic_time(millisecond),
+            case throng_auth:bulk_register(bin(S), bin(Prefix), Count, bin(P), Contacts) of
+                {ok, Done} ->
+                    Ms = erlang:monotonic_time(millisecond) - T0,
+                    {?OK, io_lib:format("Registered ~b users ~s1..~s~b on ~s with ~b contacts "
+                                        "each in ~.1f s~n",
+                                        [Done, Prefix, Prefix, Done, S, Contacts, Ms / 1000])};
+                {error, Why} ->
+                    {?ERROR, io_lib:format("Bulk registration failed: ~p~n", [Why])}
+            end;
+        _ ->
+            {?USAGE, "COUNT and CONTACTS must be whole numbers\n"}
+    end;
+run("accounts", [S]) ->
+    {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
+run(Cmd, Args) ->
+    case lists:keyfind(Cmd, 1, commands()) of
+        {_, Usage, _} ->
+            {?USAGE, io_lib:format("Usage: throng ~s ~s (got ~b arguments)~n",
+                                   [Cmd, Usage, length(Args)])};
+        false ->
+            {?USAGE, io_lib:format("Unknown command: ~s~n", [Cmd])}
+    end.
+
+account_result(ok, Text) -> {?OK, [Text, "\n"]};
+account_result({error, exists}, _) -> {?ERROR, "Error: the user already exists\n"};
+account_result({error, not_found}, _) -> {?ERROR, "Error: no such user\n"};
+account_result({error, invalid_user}, _) -> {?ERROR, "Error: invalid user name\n"};
+account_result({error, invalid_password}, _) -> {?ERROR, "Error: invalid (empty) password\n"};
+account_result({error, unknown_host}, _) -> {?ERROR, "Error: this server does not serve that domain\n"}.
+
+kick([], J) ->
+    {?ERROR, io_lib:format("No session for ~s~n", [J])};
+kick(Pids, J) ->
+    [throng_c2s:kick(P, <<"kicked by an administrator">>) || P <- Pids],
+    {?OK, io_lib:format("Kicked ~b session(s) of ~s~n", [length(Pids), J])}.
+
+status() ->
+    {Uptime, _} = erlang:statistics(wall_clock),
+    M = throng_metrics:all(),
+    Mem = erlang:memory(),
+    Lines = [io_lib:format("~-24s ~s~n", [K, V]) ||
+                {K, V} <- [{"node", atom_to_list(node())},
+                           {"version", vsn()},
+                           {"uptime", io_lib:format("~b s", [Uptime div 1000])},
+                           {"connections open", integer_to_list(maps:get(connections_open, M))},
+                           {"sessions", integer_to_list(throng_sm:count())},
+                           {"logins", integer_to_list(maps:get(logins, M))},
+                           {"processes", integer_to_list(erlang:system_info(process_count))},
+                           {"memory total", mb(proplists:get_value(total, Mem))},
+                           {"memory processes", mb(proplists:get_value(processes, Mem))},
+                           {"memory ets", mb(proplists:get_value(ets, Mem))},
+                           {"config", binary_to_list(throng_config:source())}]],
+    {?OK, ["throng is running\n" | Lines]}.
+
+vsn() ->
+    {ok, V} = application:get_key(throng, vsn),
+    V.
+
+mb(Bytes) -> io_lib:format("~.1f MB", [Bytes / 1048576]).
+
+bin(S) -> unicode:characters_to_binary(S).
+
+int(S) ->
+    try list_to_integer(S) catch error:badarg -> undefined end.

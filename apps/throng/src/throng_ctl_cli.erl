@@ -1,0 +1,77 @@
+%% @doc The client side of `bin/throng COMMAND': runs in a short-lived hidden
+%% node, connects to the server node and runs the command there
+%% ({@link throng_ctl}). Exit codes: 0 ok, 1 command failed, 2 usage,
+%% 3 the server node is not running.
+-module(throng_ctl_cli).
+
+-export([main/0, check_config/0]).
+
+-spec main() -> no_return().
+main() ->
+    [NodeStr | Rest] = init:get_plain_arguments(),
+    Node = list_to_atom(NodeStr),
+    case Rest of
+        [] -> usage(), halt(2);
+        ["help" | _] -> usage(), halt(0);
+        [Cmd | Args] -> halt(command(Node, Cmd, Args))
+    end.
+
+%% @doc Validates the configuration file (THRONG_CONFIG) without starting
+%% the server; exit code 0 when valid, 1 with the message otherwise.
+-spec check_config() -> no_return().
+check_config() ->
+    {ok, _} = application:ensure_all_started(fast_yaml),
+    {ok, _} = application:ensure_all_started(stringprep),
+    ok = application:load(throng),
+    case throng_config:load() of
+        ok ->
+            io:format("~ts: ok~n", [throng_config:source()]),
+            halt(0);
+        {error, Msg} ->
+            io:format(standard_error, "throng: configuration error: ~ts~n", [Msg]),
+            halt(1)
+    end.
+
+command(Node, "ping", []) ->
+    case net_adm:ping(Node) of
+        pong -> io:put_chars("pong\n"), 0;
+        pang -> not_running(Node)
+    end;
+command(Node, "stop", []) ->
+    case net_adm:ping(Node) of
+        pong -> _ = rpc:call(Node, init, stop, []), 0;
+        pang -> not_running(Node)
+    end;
+command(Node, Cmd, Args) ->
+    case net_adm:ping(Node) of
+        pang -> not_running(Node);
+        pong ->
+            case rpc:call(Node, throng_ctl, run, [Cmd, Args], infinity) of
+                {Code, Text} when is_integer(Code) ->
+                    io:put_chars(Text),
+                    Code;
+                {badrpc, Why} ->
+                    io:format(standard_error, "throng: ~s failed on ~s: ~p~n", [Cmd, Node, Why]),
+                    1
+            end
+    end.
+
+not_running(Node) ->
+    io:format(standard_error, "throng: node ~s is not running~n", [Node]),
+    3.
+
+usage() ->
+    io:put_chars(
+      ["Usage: throng COMMAND [ARGS]\n\n"
+       "Node:\n"
+       "  start                     start the server in the background\n"
+       "  stop                      stop it\n"
+       "  foreground                run it in the foreground (logs to the terminal)\n"
+       "  console                   run it with an Erlang shell\n"
+       "  ping                      pong if the node is running\n"
+       "  check-config              validate the configuration file and exit\n\n"
+       "Administration (on the running node):\n",
+       [io_lib:format("  ~-25s ~s~n", [Cmd ++ " " ++ Args, Doc])
+        || {Cmd, Args, Doc} <- throng_ctl:commands()],
+       "\nEnvironment: THRONG_CONFIG (configuration file), THRONG_NODE (node name,\n"
+       "default throng@127.0.0.1), THRONG_COOKIE (distribution cookie).\n"]).

@@ -1,0 +1,103 @@
+%% @doc Server-wide hot counters, kept in one `counters' array with
+%% write_concurrency: bumping a counter is a few nanoseconds from any process
+%% and never a message to a central server. The statistics collector reads them
+%% once a second and derives rates.
+%%
+%% Every counter is monotonic except those named in {@link gauges/0}, which go
+%% up and down (e.g. connections open).
+-module(throng_metrics).
+
+-export([init/0, incr/1, add/2, value/1, all/0, names/0, gauges/0]).
+-export([stanza_in/1, stanza_out/1]).
+
+-define(KEY, {?MODULE, counters}).
+
+%% The order is the counter index; append only.
+-define(NAMES,
+        [connections_accepted,     %% TCP connections accepted on c2s listeners
+         connections_closed,       %% c2s connections that ended, for any reason
+         connections_open,         %% gauge: c2s connections open now
+         accept_errors,            %% accept() calls that failed (emfile, ...)
+         tls_established,          %% STARTTLS handshakes that succeeded
+         tls_failed,               %% STARTTLS handshakes that failed
+         logins,                   %% SASL successes
+         auth_failures,            %% SASL failures
+         sessions_opened,          %% resources bound
+         sessions_closed,          %% bound sessions that ended
+         stanzas_in_message,       %% stanzas received from clients, by kind
+         stanzas_in_presence,
+         stanzas_in_iq,
+         stanzas_in_other,         %% nonzas (sm acks, ...) received
+         stanzas_out_message,      %% stanzas written to clients, by kind
+         stanzas_out_presence,
+         stanzas_out_iq,
+         stanzas_out_other,
+         bytes_in,                 %% bytes read from client sockets (after TLS)
+         bytes_out,                %% bytes written to client sockets (before TLS)
+         messages_routed,          %% message stanzas routed to a local session
+         offline_stored,           %% messages written to offline storage
+         offline_delivered,        %% offline messages delivered at login
+         offline_rejected,         %% messages refused because a user's offline store was full
+         stream_errors,            %% stream errors sent
+         stanza_errors,            %% stanza errors sent
+         sm_resumed,               %% XEP-0198 resumptions that succeeded
+         sm_redelivered,           %% unacknowledged stanzas re-sent on resumption
+         shaper_delays,            %% times a connection was paused by its traffic shaper
+         registrations]).          %% accounts created (in-band or admin)
+
+-type name() :: atom().
+-export_type([name/0]).
+
+%% @doc Creates the counters; called once at application start.
+-spec init() -> ok.
+init() ->
+    case persistent_term:get(?KEY, undefined) of
+        undefined ->
+            Ref = counters:new(length(?NAMES), [write_concurrency]),
+            Index = maps:from_list(lists:zip(?NAMES, lists:seq(1, length(?NAMES)))),
+            persistent_term:put(?KEY, {Ref, Index});
+        _ ->
+            ok
+    end,
+    ok.
+
+-spec incr(name()) -> ok.
+incr(Name) ->
+    add(Name, 1).
+
+-spec add(name(), integer()) -> ok.
+add(Name, N) ->
+    {Ref, Index} = persistent_term:get(?KEY),
+    counters:add(Ref, maps:get(Name, Index), N).
+
+-spec value(name()) -> integer().
+value(Name) ->
+    {Ref, Index} = persistent_term:get(?KEY),
+    counters:get(Ref, maps:get(Name, Index)).
+
+%% @doc Every counter and its current value.
+-spec all() -> #{name() => integer()}.
+all() ->
+    {Ref, Index} = persistent_term:get(?KEY),
+    maps:map(fun(_Name, I) -> counters:get(Ref, I) end, Index).
+
+-spec names() -> [name()].
+names() ->
+    ?NAMES.
+
+%% @doc The counters that are levels rather than running totals.
+-spec gauges() -> [name()].
+gauges() ->
+    [connections_open].
+
+-spec stanza_in(binary()) -> ok.
+stanza_in(<<"message">>) -> incr(stanzas_in_message);
+stanza_in(<<"presence">>) -> incr(stanzas_in_presence);
+stanza_in(<<"iq">>) -> incr(stanzas_in_iq);
+stanza_in(_) -> incr(stanzas_in_other).
+
+-spec stanza_out(binary()) -> ok.
+stanza_out(<<"message">>) -> incr(stanzas_out_message);
+stanza_out(<<"presence">>) -> incr(stanzas_out_presence);
+stanza_out(<<"iq">>) -> incr(stanzas_out_iq);
+stanza_out(_) -> incr(stanzas_out_other).

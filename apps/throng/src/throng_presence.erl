@@ -1,0 +1,129 @@
+%% @doc Presence (RFC 6121 §4): broadcasts to subscribers, answers to probes,
+%% directed presence, and delivery of presence stanzas routed to a local user.
+%%
+%% A resource's current presence lives in the session table
+%% ({@link throng_sm}), so probes are answered by reading the table: an
+%% initial presence costs one table scan per contact, not a message to each
+%% contact's process.
+-module(throng_presence).
+
+-include("throng.hrl").
+
+-export([route/3, initial/2, update/2, unavailable/3, available_to/2, unavailable_to/2,
+         priority/1, subscribers/1]).
+
+%% @doc A presence stanza from From arrives for the local user To.
+-spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
+route(From, To, El) ->
+    case throng_stanza:type(El) of
+        T when T =:= <<"subscribe">>; T =:= <<"subscribed">>;
+               T =:= <<"unsubscribe">>; T =:= <<"unsubscribed">> ->
+            throng_roster:inbound(From, To, El);
+        <<"probe">> ->
+            probe(From, To);
+        _ when To#jid.resource =:= <<>> ->
+            [throng_router:deliver(Pid, From, To#jid{resource = R}, El)
+             || {R, Pid, _, _} <- throng_sm:available({To#jid.user, To#jid.server})],
+            ok;
+        _ ->
+            case throng_sm:lookup(To) of
+                Pid when is_pid(Pid) -> throng_router:deliver(Pid, From, To, El);
+                undefined -> ok
+            end
+    end.
+
+%% A probe is answered with the current presence of each available resource,
+%% if the prober is subscribed (RFC 6121 §4.3.2).
+probe(From, #jid{user = U, server = S}) ->
+    case throng_storage:roster_get_item(U, S, {From#jid.user, From#jid.server}) of
+        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both ->
+            available_to(#jid{user = U, server = S}, From);
+        _ ->
+            ok
+    end.
+
+%% @doc The session of User (a full JID) sent its initial presence El (no
+%% from/to, priority already recorded). Broadcasts it to subscribers and the
+%% user's other resources, and returns what the new resource must receive:
+%% the current presence of every contact it is subscribed to and of the
+%% user's other resources, then pending subscription requests.
+-spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #xmlel{}}].
+initial(#jid{user = U, server = S} = User, El) ->
+    Items = throng_roster:items(U, S),
+    broadcast(User, El, throng_roster:subscribers(Items)),
+    Contacts = [C || {_, CS} = C <- throng_roster:subscriptions(Items),
+                     throng_router:is_local(CS)],
+    Presences = [{#jid{user = CU, server = CS, resource = R}, P}
+                 || {CU, CS} <- Contacts,
+                    {R, _Pid, _Prio, P} <- throng_sm:available({CU, CS})],
+    Own = [{User#jid{resource = R}, P}
+           || {R, _Pid, _Prio, P} <- throng_sm:available({U, S}),
+              R =/= User#jid.resource],
+    Requests = [{#jid{user = CU, server = CS},
+                 #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"subscribe">>}]}}
+                || {CU, CS} <- throng_roster:pending_in(Items)],
+    Presences ++ Own ++ Requests.
+
+%% @doc A later available presence: to subscribers and own resources.
+-spec update(#jid{}, #xmlel{}) -> ok.
+update(User, El) ->
+    broadcast(User, El, subscribers(User)).
+
+%% @doc The resource becomes unavailable: subscribers, the user's other
+%% resources and every entity it sent directed presence to are told.
+-spec unavailable(#jid{}, #xmlel{}, [#jid{}]) -> ok.
+unavailable(User, El, Directed) ->
+    Subscribers = subscribers(User),
+    broadcast(User, El, Subscribers),
+    [throng_router:route(User, J, El)
+     || J <- Directed, throng_router:is_local(J#jid.server),
+        not lists:member({J#jid.user, J#jid.server}, Subscribers)],
+    ok.
+
+%% @doc Sends the current presence of each of User's available resources to
+%% Target (a bare JID: its available resources; a full JID: that resource).
+-spec available_to(#jid{}, #jid{}) -> ok.
+available_to(#jid{user = U, server = S}, Target) ->
+    [throng_router:route(#jid{user = U, server = S, resource = R}, Target, P)
+     || throng_router:is_local(Target#jid.server),
+        {R, _Pid, _Prio, P} <- throng_sm:available({U, S})],
+    ok.
+
+%% @doc Sends unavailable presence from each of User's available resources
+%% to Target.
+-spec unavailable_to(#jid{}, #jid{}) -> ok.
+unavailable_to(#jid{user = U, server = S}, Target) ->
+    Unavailable = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
+    [throng_router:route(#jid{user = U, server = S, resource = R}, Target, Unavailable)
+     || throng_router:is_local(Target#jid.server),
+        {R, _Pid, _Prio, _P} <- throng_sm:available({U, S})],
+    ok.
+
+%% @doc The bare JIDs subscribed to a user's presence.
+-spec subscribers(#jid{}) -> [{binary(), binary()}].
+subscribers(#jid{user = U, server = S}) ->
+    throng_roster:subscribers(throng_roster:items(U, S)).
+
+%% Presence goes to every available resource of each local subscriber, and
+%% to the user's own other available resources (RFC 6121 §4.2.2, §4.4.2).
+broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers) ->
+    [throng_router:deliver(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
+     || {CU, CS} <- Subscribers, throng_router:is_local(CS),
+        {R, Pid, _, _} <- throng_sm:available({CU, CS})],
+    [throng_router:deliver(Pid, User, User#jid{resource = R}, El)
+     || {R, Pid, _, _} <- throng_sm:available({U, S}), R =/= Self],
+    ok.
+
+%% @doc The priority of an available presence: the <priority/> child, an
+%% integer from -128 to 127 (0 when absent or invalid).
+-spec priority(#xmlel{}) -> integer().
+priority(El) ->
+    case throng_xml:subel(El, <<"priority">>) of
+        undefined -> 0;
+        P ->
+            try binary_to_integer(string:trim(throng_xml:cdata(P))) of
+                N when N >= -128, N =< 127 -> N;
+                _ -> 0
+            catch error:badarg -> 0
+            end
+    end.

@@ -1,0 +1,296 @@
+%% @doc Rosters (RFC 6121 §2) and presence subscriptions (§3): the roster
+%% IQ, roster pushes with versioning, and the subscription stanzas in both
+%% directions, driven by the pure state machine in {@link throng_roster_sub}.
+%%
+%% Everything here runs in the process of the session that caused it (the
+%% sender's session for outbound subscription stanzas and for routed inbound
+%% ones). Roster changes are read-modify-write transactions in storage;
+%% pushes go to the user's sessions as `{roster_push, Item, Version}' and each
+%% session forwards them only if it requested the roster.
+-module(throng_roster).
+
+-include("throng.hrl").
+
+-export([process_iq/2, item_el/1, push/3, push_el/2, outbound/3, inbound/3, items/2,
+         subscribers/1, subscriptions/1, pending_in/1]).
+
+-type subscription() :: none | to | from | both.
+-type ask() :: none | out | in | both.
+-export_type([subscription/0, ask/0]).
+
+-define(MAX_NAME, 1024).
+-define(MAX_GROUPS, 64).
+
+%%% The roster IQ
+
+%% @doc Handles a roster get or set from the user's own session. Returns the
+%% reply, and whether the session has now requested the roster.
+-spec process_iq(#jid{}, #xmlel{}) -> {#xmlel{}, requested | unchanged}.
+process_iq(User, IQ) ->
+    Query = throng_xml:subel(IQ, <<"query">>, ?NS_ROSTER),
+    case throng_stanza:type(IQ) of
+        <<"get">> -> {get(User, IQ, Query), requested};
+        <<"set">> -> {set(User, IQ, Query), unchanged};
+        _ -> {throng_stanza:error_reply(IQ, 'bad-request'), unchanged}
+    end.
+
+get(#jid{user = U, server = S}, IQ, Query) ->
+    {Ver, Items} = throng_storage:roster_get(U, S),
+    VerBin = integer_to_binary(Ver),
+    case throng_xml:attr(<<"ver">>, Query) of
+        VerBin ->
+            %% The client's copy is current (RFC 6121 §2.6.3).
+            throng_stanza:iq_result(IQ);
+        _ ->
+            throng_stanza:iq_result(
+              IQ, [#xmlel{name = <<"query">>,
+                          attrs = [{<<"xmlns">>, ?NS_ROSTER}, {<<"ver">>, VerBin}],
+                          children = [item_el(I) || I <- Items, is_visible(I)]}])
+    end.
+
+set(User, IQ, Query) ->
+    case [E || #xmlel{name = <<"item">>} = E <- throng_xml:subels(Query)] of
+        [Item] ->
+            case parse_item(Item) of
+                {ok, Contact, Attrs} -> set_item(User, IQ, Contact, Attrs);
+                {error, Cond} -> throng_stanza:error_reply(IQ, Cond)
+            end;
+        _ ->
+            throng_stanza:error_reply(IQ, 'bad-request', <<"exactly one item expected">>)
+    end.
+
+parse_item(Item) ->
+    case throng_jid:parse(throng_xml:attr(<<"jid">>, Item, <<>>)) of
+        {ok, #jid{resource = <<>>} = J} ->
+            Name = throng_xml:attr(<<"name">>, Item, <<>>),
+            Groups = [throng_xml:cdata(G) || #xmlel{name = <<"group">>} = G <- throng_xml:subels(Item)],
+            Remove = throng_xml:attr(<<"subscription">>, Item) =:= <<"remove">>,
+            if
+                byte_size(Name) > ?MAX_NAME -> {error, 'not-acceptable'};
+                length(Groups) > ?MAX_GROUPS -> {error, 'not-acceptable'};
+                Remove -> {ok, J, remove};
+                true ->
+                    case lists:member(<<>>, Groups) of
+                        true -> {error, 'not-acceptable'};
+                        false ->
+                            case length(lists:usort(Groups)) =:= length(Groups) of
+                                true -> {ok, J, {Name, Groups}};
+                                false -> {error, 'bad-request'}
+                            end
+                    end
+            end;
+        {ok, _} -> {error, 'bad-request'};
+        error -> {error, 'jid-malformed'}
+    end.
+
+set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS}, {Name, Groups}) ->
+    Contact = {CU, CS},
+    {ok, _Old, New, Ver} =
+        throng_storage:roster_update(
+          U, S, Contact,
+          fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
+             (Old) -> {set, Old#roster_item{name = Name, groups = Groups}}
+          end),
+    push(User, New, Ver),
+    throng_stanza:iq_result(IQ);
+set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C, remove) ->
+    Contact = {CU, CS},
+    case throng_storage:roster_update(U, S, Contact, fun(_) -> delete end) of
+        {ok, undefined, _, _} ->
+            throng_stanza:error_reply(IQ, 'item-not-found');
+        {ok, Old, undefined, Ver} ->
+            %% RFC 6121 §2.5.2: cancel both directions of the subscription.
+            Bare = throng_jid:bare(User),
+            (has_to(Old) orelse has_out(Old))
+                andalso send_presence(Bare, C, <<"unsubscribe">>),
+            case has_from(Old) of
+                true ->
+                    send_presence(Bare, C, <<"unsubscribed">>),
+                    throng_presence:unavailable_to(User, C);
+                false -> ok
+            end,
+            push(User, {removed, Contact}, Ver),
+            throng_stanza:iq_result(IQ)
+    end.
+
+%%% Subscription stanzas
+
+%% @doc The user's session sends a subscription stanza (subscribe,
+%% subscribed, unsubscribe, unsubscribed) to a contact.
+-spec outbound(#jid{}, #jid{}, #xmlel{}) -> ok.
+outbound(#jid{user = U, server = S} = User, To, El) ->
+    Event = event(El),
+    Contact = throng_jid:bare(To),
+    CUS = {Contact#jid.user, Contact#jid.server},
+    {ok, Old, New, Ver} =
+        throng_storage:roster_update(U, S, CUS, transition(outbound, Event, CUS)),
+    {_, Action} = throng_roster_sub:outbound(Event, state_of(Old)),
+    maybe_push(User, Old, New, Ver),
+    case Action of
+        route ->
+            %% Stamped with the bare JID (RFC 6121 §3.1.2).
+            throng_router:route(throng_jid:bare(User), Contact,
+                                throng_stanza:strip_from_to(El)),
+            after_outbound(Event, User, Contact);
+        _ ->
+            ok
+    end.
+
+%% After approving, the contact gets the user's current presence; after
+%% cancelling the contact's subscription, it sees the user go away.
+after_outbound(subscribed, User, Contact) -> throng_presence:available_to(User, Contact);
+after_outbound(unsubscribed, User, Contact) -> throng_presence:unavailable_to(User, Contact);
+after_outbound(_, _, _) -> ok.
+
+%% @doc A subscription stanza from From arrives for the local user To.
+-spec inbound(#jid{}, #jid{}, #xmlel{}) -> ok.
+inbound(From, #jid{user = U, server = S} = To, El) ->
+    Event = event(El),
+    Contact = throng_jid:bare(From),
+    User = throng_jid:bare(To),
+    case throng_storage:account_exists(U, S) of
+        false when Event =:= subscribe ->
+            %% RFC 6121 §3.1.3: no such contact.
+            send_presence(User, Contact, <<"unsubscribed">>);
+        false ->
+            ok;
+        true ->
+            CUS = {Contact#jid.user, Contact#jid.server},
+            {ok, Old, New, Ver} =
+                throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
+            {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
+            maybe_push(User, Old, New, Ver),
+            Stanza = throng_stanza:strip_from_to(El),
+            case Action of
+                deliver ->
+                    [throng_router:deliver(Pid, Contact, User, Stanza)
+                     || {_, Pid, _, _} <- throng_sm:available({U, S})],
+                    after_inbound(Event, User, Contact);
+                auto_subscribed ->
+                    send_presence(User, Contact, <<"subscribed">>),
+                    throng_presence:available_to(User, Contact);
+                ignore ->
+                    ok
+            end
+    end.
+
+%% The contact stopped receiving the user's presence: it sees the user leave.
+after_inbound(unsubscribe, User, Contact) -> throng_presence:unavailable_to(User, Contact);
+after_inbound(_, _, _) -> ok.
+
+transition(Direction, Event, Contact) ->
+    fun(Old) ->
+            {{Sub, Ask, Ap}, _} = throng_roster_sub:Direction(Event, state_of(Old)),
+            case Old of
+                undefined when Sub =:= none, Ask =:= none, Ap =:= false ->
+                    keep;
+                #roster_item{} when Sub =:= none, Ask =:= none, Ap =:= false ->
+                    %% An item that existed only for a pending request goes.
+                    case is_visible(Old) of
+                        true -> {set, Old#roster_item{subscription = Sub, ask = Ask,
+                                                      approved = Ap}};
+                        false -> delete
+                    end;
+                undefined ->
+                    {set, #roster_item{jid = Contact, subscription = Sub, ask = Ask,
+                                       approved = Ap}};
+                _ ->
+                    {set, Old#roster_item{subscription = Sub, ask = Ask, approved = Ap}}
+            end
+    end.
+
+state_of(undefined) -> {none, none, false};
+state_of(#roster_item{subscription = S, ask = A, approved = Ap}) -> {S, A, Ap}.
+
+event(El) ->
+    case throng_stanza:type(El) of
+        <<"subscribe">> -> subscribe;
+        <<"subscribed">> -> subscribed;
+        <<"unsubscribe">> -> unsubscribe;
+        <<"unsubscribed">> -> unsubscribed
+    end.
+
+send_presence(From, To, Type) ->
+    throng_router:route(From, To, #xmlel{name = <<"presence">>,
+                                         attrs = [{<<"type">>, Type}]}).
+
+%%% Pushes
+
+maybe_push(_User, Same, Same, _Ver) -> ok;
+maybe_push(User, Old, undefined, Ver) ->
+    case is_visible(Old) of
+        true -> push(User, {removed, Old#roster_item.jid}, Ver);
+        false -> ok
+    end;
+maybe_push(User, _Old, New, Ver) ->
+    case is_visible(New) of
+        true -> push(User, New, Ver);
+        false -> ok
+    end.
+
+%% @doc Sends a roster push to every session of the user; each forwards it
+%% to its client if that client requested the roster.
+-spec push(#jid{}, #roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> ok.
+push(#jid{user = U, server = S}, Item, Ver) ->
+    [Pid ! {roster_push, Item, Ver} || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+    ok.
+
+%% @doc The roster push IQ for an item (RFC 6121 §2.1.6).
+-spec push_el(#roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> #xmlel{}.
+push_el(Item, Ver) ->
+    ItemEl = case Item of
+                 {removed, {CU, CS}} ->
+                     #xmlel{name = <<"item">>,
+                            attrs = [{<<"jid">>, throng_jid:to_binary(#jid{user = CU, server = CS})},
+                                     {<<"subscription">>, <<"remove">>}]};
+                 #roster_item{} -> item_el(Item)
+             end,
+    #xmlel{name = <<"iq">>,
+           attrs = [{<<"type">>, <<"set">>},
+                    {<<"id">>, <<"push", (integer_to_binary(erlang:unique_integer([positive])))/binary>>}],
+           children = [#xmlel{name = <<"query">>,
+                              attrs = [{<<"xmlns">>, ?NS_ROSTER},
+                                       {<<"ver">>, integer_to_binary(Ver)}],
+                              children = [ItemEl]}]}.
+
+%%% Items
+
+-spec is_visible(#roster_item{}) -> boolean().
+is_visible(#roster_item{subscription = S, ask = A, approved = Ap}) ->
+    throng_roster_sub:visible({S, A, Ap}).
+
+%% @doc The <item/> of a roster result or push.
+-spec item_el(#roster_item{}) -> #xmlel{}.
+item_el(#roster_item{jid = {CU, CS}, name = Name, subscription = Sub, ask = Ask,
+                     approved = Ap, groups = Groups}) ->
+    Attrs = [{<<"jid">>, throng_jid:to_binary(#jid{user = CU, server = CS})}] ++
+        [{<<"name">>, Name} || Name =/= <<>>] ++
+        [{<<"subscription">>, atom_to_binary(Sub)}] ++
+        [{<<"ask">>, <<"subscribe">>} || Ask =:= out orelse Ask =:= both] ++
+        [{<<"approved">>, <<"true">>} || Ap],
+    #xmlel{name = <<"item">>, attrs = Attrs,
+           children = [#xmlel{name = <<"group">>, children = [{xmlcdata, G}]} || G <- Groups]}.
+
+%% @doc A user's roster items.
+-spec items(binary(), binary()) -> [#roster_item{}].
+items(U, S) ->
+    element(2, throng_storage:roster_get(U, S)).
+
+%% @doc Contacts that receive the user's presence (subscription from/both).
+-spec subscribers([#roster_item{}]) -> [{binary(), binary()}].
+subscribers(Items) ->
+    [J || #roster_item{jid = J} = I <- Items, has_from(I)].
+
+%% @doc Contacts whose presence the user receives (subscription to/both).
+-spec subscriptions([#roster_item{}]) -> [{binary(), binary()}].
+subscriptions(Items) ->
+    [J || #roster_item{jid = J} = I <- Items, has_to(I)].
+
+%% @doc Contacts with a subscription request waiting for the user.
+-spec pending_in([#roster_item{}]) -> [{binary(), binary()}].
+pending_in(Items) ->
+    [J || #roster_item{jid = J, ask = A} <- Items, A =:= in orelse A =:= both].
+
+has_from(#roster_item{subscription = S}) -> S =:= from orelse S =:= both.
+has_to(#roster_item{subscription = S}) -> S =:= to orelse S =:= both.
+has_out(#roster_item{ask = A}) -> A =:= out orelse A =:= both.

@@ -1,0 +1,128 @@
+%% @doc Routes a stanza to a local JID, in the sending process: the rules of
+%% RFC 6121 §8.5 (local domain, local user). No storage is touched when the
+%% recipient is online; offline storage and account checks happen only when
+%% no resource can take the stanza.
+%%
+%% A delivered stanza reaches the recipient's session process as
+%% `{route, From, To, El}', From and To as #jid{} records.
+-module(throng_router).
+
+-include("throng.hrl").
+
+-export([route/3, is_local/1, bounce/4, deliver/4]).
+
+-spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
+route(From, #jid{server = S} = To, El) ->
+    case is_local(S) of
+        false -> bounce(From, To, El, 'remote-server-not-found');
+        true when To#jid.user =:= <<>> -> to_server(From, To, El);
+        true -> to_user(From, To, El)
+    end.
+
+-spec is_local(binary()) -> boolean().
+is_local(Server) ->
+    lists:member(Server, throng_config:get([hosts])).
+
+%% @doc Sends a stanza to a session process.
+-spec deliver(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
+deliver(Pid, From, To, El) ->
+    Pid ! {route, From, To, El},
+    ok.
+
+%% @doc Answers a stanza with an error, unless it is an error itself (errors
+%% are never answered, so two entities cannot bounce forever).
+-spec bounce(#jid{}, #jid{}, #xmlel{}, throng_stanza:condition()) -> ok.
+bounce(From, To, El, Cond) ->
+    case throng_stanza:is_error(El) orelse
+        (throng_stanza:kind(El) =:= iq andalso throng_stanza:type(El) =:= <<"result">>) of
+        true -> ok;
+        false ->
+            throng_metrics:incr(stanza_errors),
+            Err = throng_stanza:error_reply(
+                    throng_stanza:set_from_to(El, throng_jid:to_binary(From),
+                                              throng_jid:to_binary(To)), Cond),
+            route(To, From, Err)
+    end.
+
+%% Stanzas to the domain itself: IQs are answered by the server's handlers;
+%% messages and presence to the server are not for anyone.
+to_server(From, To, El) ->
+    case throng_stanza:kind(El) of
+        iq -> throng_iq:handle_routed(From, To, El);
+        message -> bounce(From, To, El, 'service-unavailable');
+        _ -> ok
+    end.
+
+to_user(From, To, El) ->
+    case throng_stanza:kind(El) of
+        message -> message(From, To, El);
+        presence -> throng_presence:route(From, To, El);
+        iq -> iq(From, To, El);
+        other -> ok
+    end.
+
+%%% Messages, RFC 6121 §8.5.2 (bare) and §8.5.3 (full)
+
+message(From, #jid{resource = <<>>} = To, El) ->
+    message_bare(From, To, El);
+message(From, To, El) ->
+    case throng_sm:lookup(To) of
+        Pid when is_pid(Pid) ->
+            throng_metrics:incr(messages_routed),
+            deliver(Pid, From, To, El);
+        undefined ->
+            case throng_stanza:type(El) of
+                <<"groupchat">> -> bounce(From, To, El, 'service-unavailable');
+                <<"headline">> -> ok;
+                <<"error">> -> ok;
+                _ -> message_bare(From, To, El)
+            end
+    end.
+
+message_bare(From, #jid{user = U, server = S} = To, El) ->
+    Type = throng_stanza:type(El),
+    Targets = case Type of
+                  <<"headline">> -> non_negative(throng_sm:available({U, S}));
+                  _ -> highest(non_negative(throng_sm:available({U, S})))
+              end,
+    case {Targets, Type} of
+        {_, <<"groupchat">>} ->
+            bounce(From, To, El, 'service-unavailable');
+        {[_ | _], _} ->
+            throng_metrics:add(messages_routed, length(Targets)),
+            [deliver(Pid, From, To, El) || {_R, Pid, _, _} <- Targets],
+            ok;
+        {[], <<"headline">>} -> ok;
+        {[], <<"error">>} -> ok;
+        {[], _} ->
+            case throng_storage:account_exists(U, S) of
+                false -> bounce(From, To, El, 'service-unavailable');
+                true ->
+                    case throng_offline:store(From, To, El) of
+                        ok -> ok;
+                        {error, full} -> bounce(From, To, El, 'service-unavailable')
+                    end
+            end
+    end.
+
+non_negative(Resources) ->
+    [E || {_, _, Prio, _} = E <- Resources, Prio >= 0].
+
+highest([]) -> [];
+highest(Resources) ->
+    Max = lists:max([P || {_, _, P, _} <- Resources]),
+    [E || {_, _, P, _} = E <- Resources, P =:= Max].
+
+%%% IQ, RFC 6121 §8.5.2.1.3 and §8.5.3.1
+
+iq(From, #jid{resource = <<>>} = To, El) ->
+    %% An IQ to a bare JID is answered by the server on the account's behalf.
+    case throng_storage:account_exists(To#jid.user, To#jid.server) of
+        true -> throng_iq:handle_routed(From, To, El);
+        false -> bounce(From, To, El, 'service-unavailable')
+    end;
+iq(From, To, El) ->
+    case throng_sm:lookup(To) of
+        Pid when is_pid(Pid) -> deliver(Pid, From, To, El);
+        undefined -> bounce(From, To, El, 'service-unavailable')
+    end.

@@ -1,0 +1,117 @@
+%% @doc The storage behaviour: accounts, rosters and offline messages.
+%%
+%% Protocol code calls only this module; the backend module named by the
+%% `storage.backend' option implements the callbacks. Users and servers are
+%% passed already normalized (stringprep'ed). Every write that returns `ok' is
+%% durable: it survives `kill -9' of the node.
+%%
+%% Roster changes are read-modify-write operations ({@link roster_update/4}):
+%% the backend runs the given function on the current item inside one
+%% transaction, so concurrent subscription changes from several sessions
+%% and contacts cannot interleave. A SQL backend does the same with
+%% `SELECT ... FOR UPDATE'.
+-module(throng_storage).
+
+-include("throng.hrl").
+
+-export([init/0, backend/0]).
+-export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
+         account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2]).
+-export([roster_get/2, roster_get_item/3, roster_update/4, roster_version/2]).
+-export([offline_store/4, offline_pop/2, offline_count/2]).
+
+-type luser() :: binary().
+-type lserver() :: binary().
+-type contact() :: {luser(), lserver()}.
+-type creds() :: #scram_creds{}.
+-type roster_fun() :: fun((#roster_item{} | undefined) -> {set, #roster_item{}} | delete | keep).
+-type bulk_user() :: {luser(), creds(), [#roster_item{}]}.
+-export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0]).
+
+-callback init() -> ok | {error, term()}.
+-callback create_account(luser(), lserver(), creds()) -> ok | {error, exists}.
+-callback set_credentials(luser(), lserver(), creds()) -> ok | {error, not_found}.
+-callback get_credentials(luser(), lserver()) -> {ok, creds()} | not_found.
+%% Removes the account with its roster and offline messages.
+-callback remove_account(luser(), lserver()) -> ok | {error, not_found}.
+-callback account_exists(luser(), lserver()) -> boolean().
+-callback count_accounts(lserver()) -> non_neg_integer().
+-callback list_accounts(lserver()) -> [luser()].
+%% Creates (or overwrites) many accounts with their rosters at once.
+-callback bulk_create(lserver(), [bulk_user()]) -> ok.
+-callback roster_get(luser(), lserver()) -> {Version :: non_neg_integer(), [#roster_item{}]}.
+-callback roster_get_item(luser(), lserver(), contact()) -> #roster_item{} | undefined.
+%% Applies the function to the current item (undefined when absent) in one
+%% transaction. Returns the old and new item (undefined when absent) and the
+%% roster version after the change (bumped only when something changed).
+-callback roster_update(luser(), lserver(), contact(), roster_fun()) ->
+    {ok, Old :: #roster_item{} | undefined, New :: #roster_item{} | undefined,
+     Version :: non_neg_integer()}.
+-callback roster_version(luser(), lserver()) -> non_neg_integer().
+%% Stores a message unless the user already has Max messages stored.
+-callback offline_store(luser(), lserver(), #offline_msg{}, Max :: non_neg_integer()) ->
+    ok | {error, full}.
+%% Removes and returns the user's stored messages, oldest first.
+-callback offline_pop(luser(), lserver()) -> [#offline_msg{}].
+-callback offline_count(luser(), lserver()) -> non_neg_integer().
+
+-define(BACKEND_KEY, {?MODULE, backend}).
+
+%% @doc Starts the configured backend.
+-spec init() -> ok | {error, term()}.
+init() ->
+    Mod = case throng_config:get([storage, backend]) of
+              mnesia -> throng_storage_mnesia
+          end,
+    persistent_term:put(?BACKEND_KEY, Mod),
+    Mod:init().
+
+-spec backend() -> module().
+backend() ->
+    persistent_term:get(?BACKEND_KEY).
+
+-spec create_account(luser(), lserver(), creds()) -> ok | {error, exists}.
+create_account(U, S, C) -> (backend()):create_account(U, S, C).
+
+-spec set_credentials(luser(), lserver(), creds()) -> ok | {error, not_found}.
+set_credentials(U, S, C) -> (backend()):set_credentials(U, S, C).
+
+-spec get_credentials(luser(), lserver()) -> {ok, creds()} | not_found.
+get_credentials(U, S) -> (backend()):get_credentials(U, S).
+
+-spec remove_account(luser(), lserver()) -> ok | {error, not_found}.
+remove_account(U, S) -> (backend()):remove_account(U, S).
+
+-spec account_exists(luser(), lserver()) -> boolean().
+account_exists(U, S) -> (backend()):account_exists(U, S).
+
+-spec count_accounts(lserver()) -> non_neg_integer().
+count_accounts(S) -> (backend()):count_accounts(S).
+
+-spec list_accounts(lserver()) -> [luser()].
+list_accounts(S) -> (backend()):list_accounts(S).
+
+-spec bulk_create(lserver(), [bulk_user()]) -> ok.
+bulk_create(S, Users) -> (backend()):bulk_create(S, Users).
+
+-spec roster_get(luser(), lserver()) -> {non_neg_integer(), [#roster_item{}]}.
+roster_get(U, S) -> (backend()):roster_get(U, S).
+
+-spec roster_get_item(luser(), lserver(), contact()) -> #roster_item{} | undefined.
+roster_get_item(U, S, C) -> (backend()):roster_get_item(U, S, C).
+
+-spec roster_update(luser(), lserver(), contact(), roster_fun()) ->
+    {ok, #roster_item{} | undefined, #roster_item{} | undefined, non_neg_integer()}.
+roster_update(U, S, C, F) -> (backend()):roster_update(U, S, C, F).
+
+-spec roster_version(luser(), lserver()) -> non_neg_integer().
+roster_version(U, S) -> (backend()):roster_version(U, S).
+
+-spec offline_store(luser(), lserver(), #offline_msg{}, non_neg_integer()) -> ok | {error, full}.
+offline_store(U, S, M, Max) -> (backend()):offline_store(U, S, M, Max).
+
+-spec offline_pop(luser(), lserver()) -> [#offline_msg{}].
+offline_pop(U, S) -> (backend()):offline_pop(U, S).
+
+-spec offline_count(luser(), lserver()) -> non_neg_integer().
+offline_count(U, S) -> (backend()):offline_count(U, S).

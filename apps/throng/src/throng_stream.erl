@@ -1,0 +1,117 @@
+%% @doc The stream-level XML of a c2s connection (RFC 6120 §4–§7): the
+%% stream header, stream features, stream errors, and the checks on the
+%% initiating entity's stream header. Pure functions.
+-module(throng_stream).
+
+-include("throng.hrl").
+
+-export([check_header/3, header/2, close/0, error/2, features/1, new_id/0]).
+
+-type features_opts() :: #{stage := pre_auth | authenticated,
+                           tls := boolean(),
+                           starttls := disabled | optional | required,
+                           mechanisms := [binary()],
+                           register := boolean(),
+                           sm := boolean()}.
+-export_type([features_opts/0]).
+
+%% @doc Checks the client's stream header (name, namespaces, version, host).
+%% Returns the domain to serve, or the stream error condition to send.
+-spec check_header(binary(), [{binary(), binary()}], [binary()]) ->
+    {ok, binary()} | {error, atom(), binary()}.
+check_header(Name, Attrs, Hosts) ->
+    {Prefix, Local} = case binary:split(Name, <<":">>) of
+                          [P, L] -> {P, L};
+                          [L] -> {<<>>, L}
+                      end,
+    NsAttr = case Prefix of
+                 <<>> -> <<"xmlns">>;
+                 _ -> <<"xmlns:", Prefix/binary>>
+             end,
+    Default = proplists:get_value(<<"xmlns">>, Attrs),
+    case proplists:get_value(NsAttr, Attrs) of
+        undefined when Prefix =/= <<>> ->
+            {error, 'bad-namespace-prefix', <<"the stream prefix is not declared">>};
+        ?NS_STREAM when Local =:= <<"stream">> ->
+            if
+                Default =/= ?NS_CLIENT ->
+                    {error, 'invalid-namespace', <<"the default namespace must be jabber:client">>};
+                true ->
+                    check_version(Attrs, Hosts)
+            end;
+        _ ->
+            {error, 'invalid-namespace', <<"not an XMPP stream header">>}
+    end.
+
+check_version(Attrs, Hosts) ->
+    Major = case proplists:get_value(<<"version">>, Attrs) of
+                undefined -> 0;
+                V -> case string:to_integer(V) of
+                         {N, _} when is_integer(N) -> N;
+                         _ -> 0
+                     end
+            end,
+    if
+        Major < 1 -> {error, 'unsupported-version', <<"version 1.0 or later is required">>};
+        true -> check_host(proplists:get_value(<<"to">>, Attrs), Hosts)
+    end.
+
+check_host(undefined, [Host | _]) ->
+    {ok, Host};
+check_host(To, Hosts) ->
+    case throng_jid:nameprep(To) of
+        error -> {error, 'host-unknown', <<"unknown domain">>};
+        Host ->
+            case lists:member(Host, Hosts) of
+                true -> {ok, Host};
+                false -> {error, 'host-unknown', <<"this server does not serve that domain">>}
+            end
+    end.
+
+%% @doc The response stream header.
+-spec header(binary(), binary()) -> iodata().
+header(Id, Server) ->
+    ["<?xml version='1.0'?><stream:stream xmlns='", ?NS_CLIENT,
+     "' xmlns:stream='", ?NS_STREAM, "' id='", Id, "' from='", throng_xml:escape_attr(Server),
+     "' version='1.0' xml:lang='en'>"].
+
+-spec close() -> iodata().
+close() ->
+    <<"</stream:stream>">>.
+
+%% @doc A stream error element (RFC 6120 §4.9), to be followed by close/0.
+-spec error(atom(), binary()) -> iodata().
+error(Cond, Text) ->
+    ["<stream:error><", atom_to_binary(Cond), " xmlns='", ?NS_STREAM_ERRORS, "'/>",
+     case Text of
+         <<>> -> [];
+         _ -> ["<text xmlns='", ?NS_STREAM_ERRORS, "' xml:lang='en'>",
+               throng_xml:escape_text(Text), "</text>"]
+     end,
+     "</stream:error>"].
+
+%% @doc The stream features for the stage of negotiation.
+-spec features(features_opts()) -> iodata().
+features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Mechs,
+           register := Register}) ->
+    OfferTLS = not TLS andalso StartTLS =/= disabled,
+    MustTLS = not TLS andalso StartTLS =:= required,
+    ["<stream:features>",
+     [["<starttls xmlns='", ?NS_TLS, "'>", [<<"<required/>">> || MustTLS], "</starttls>"]
+      || OfferTLS],
+     [["<mechanisms xmlns='", ?NS_SASL, "'>",
+       [["<mechanism>", M, "</mechanism>"] || M <- Mechs], "</mechanisms>"]
+      || not MustTLS],
+     [["<register xmlns='", ?NS_REGISTER_FEATURE, "'/>"] || Register, not MustTLS],
+     "</stream:features>"];
+features(#{stage := authenticated, sm := SM}) ->
+    ["<stream:features><bind xmlns='", ?NS_BIND, "'/>",
+     "<session xmlns='", ?NS_SESSION, "'><optional/></session>",
+     "<ver xmlns='", ?NS_ROSTERVER, "'/><sub xmlns='", ?NS_PREAPPROVAL, "'/>",
+     [["<sm xmlns='", ?NS_SM, "'/>"] || SM],
+     "</stream:features>"].
+
+%% @doc A fresh random stream id.
+-spec new_id() -> binary().
+new_id() ->
+    base64:encode(crypto:strong_rand_bytes(12)).

@@ -1,0 +1,53 @@
+%% @doc Common Test support: starts the real server in the test node with a
+%% private data directory and a listener on a free port, and registers users.
+-module(throng_ct).
+
+-export([start/1, start/2, stop/0, register/2, register/3, config/1]).
+
+%% @doc Starts Throng with test defaults (domain localhost, port 0, data in
+%% the suite's priv_dir) merged with Overrides (a config map, atom keys).
+-spec start(list()) -> ok.
+start(CTConfig) ->
+    start(CTConfig, #{}).
+
+-spec start(list(), map()) -> ok.
+start(CTConfig, Overrides) ->
+    Dir = filename:join(proplists:get_value(priv_dir, CTConfig),
+                        "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
+    ok = application:set_env(throng, config, config(Overrides#{data_dir => list_to_binary(Dir)})),
+    {ok, _} = application:ensure_all_started(throng),
+    ok.
+
+%% @doc The test configuration map.
+-spec config(map()) -> map().
+config(Overrides) ->
+    Listener = maps:merge(#{port => 0, ip => <<"127.0.0.1">>, starttls => optional},
+                          maps:get(listener, Overrides, #{})),
+    Base = #{hosts => [<<"localhost">>, <<"example.org">>],
+             loglevel => notice,
+             listen => [Listener],
+             auth => #{scram_iterations => 64},
+             ping => #{interval => 0}},
+    deep_merge(Base, maps:remove(listener, Overrides)).
+
+deep_merge(A, B) ->
+    maps:fold(fun(K, V, Acc) when is_map(V) ->
+                      Acc#{K => deep_merge(maps:get(K, Acc, #{}), V)};
+                 (K, V, Acc) -> Acc#{K => V}
+              end, A, B).
+
+-spec stop() -> ok.
+stop() ->
+    _ = application:stop(throng),
+    _ = application:stop(mnesia),
+    application:unset_env(throng, config),
+    ok.
+
+%% @doc Registers user@localhost with password "password".
+-spec register(binary(), binary()) -> ok.
+register(User, Password) ->
+    register(User, <<"localhost">>, Password).
+
+-spec register(binary(), binary(), binary()) -> ok.
+register(User, Server, Password) ->
+    ok = throng_auth:register(User, Server, Password).

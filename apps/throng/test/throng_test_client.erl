@@ -1,0 +1,329 @@
+%% @doc A small XMPP client for the Common Test suites: it drives the real
+%% server over a real socket. One linked process per connection owns the
+%% socket, parses the stream with throng_xml_stream, and forwards every
+%% event to the test process as {xmpp, Client, Event}; the test process
+%% receives them with recv/1,2 and sends with send/2.
+-module(throng_test_client).
+
+-include("throng.hrl").
+
+-export([connect/1, connect/2, send/2, send_raw/2, recv/1, recv/2, recv_stanza/1,
+         recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
+         auth_plain/3, auth_scram/4, bind/2, login/3, login/4, close/1, abort/1, closed/2,
+         iq/3, iq/4, presence/1, message/3, jid/1, flush/1, port/0]).
+
+-record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
+-type client() :: #c{}.
+-export_type([client/0]).
+
+-define(TIMEOUT, 5000).
+
+%% @doc The port of the first c2s listener of the server under test.
+-spec port() -> inet:port_number().
+port() ->
+    throng_listener:port({listener, 1}).
+
+%% @doc Opens a TCP connection (no stream yet).
+-spec connect(map()) -> client().
+connect(Opts) ->
+    connect(maps:get(port, Opts, port()), Opts).
+
+-spec connect(inet:port_number(), map()) -> client().
+connect(Port, Opts) ->
+    Owner = self(),
+    Pid = proc_lib:spawn_link(fun() -> conn_init(Owner, Port, Opts) end),
+    receive
+        {xmpp, Pid, connected} -> #c{pid = Pid, server = maps:get(server, Opts, <<"localhost">>)};
+        {xmpp, Pid, {connect_failed, Why}} -> error({connect_failed, Why})
+    after ?TIMEOUT -> error(connect_timeout)
+    end.
+
+%% @doc Sends an element or raw bytes.
+-spec send(client(), #xmlel{} | iodata()) -> ok.
+send(#c{pid = Pid}, #xmlel{} = El) ->
+    Pid ! {send, throng_xml:to_binary(El)}, ok;
+send(#c{pid = Pid}, Bytes) ->
+    Pid ! {send, iolist_to_binary(Bytes)}, ok.
+
+-spec send_raw(client(), iodata()) -> ok.
+send_raw(C, Bytes) -> send(C, Bytes).
+
+%% @doc The next stream event: {stream_start, Name, Attrs}, #xmlel{},
+%% stream_end, {stream_error, Cond}, {error, Cond, Text}, closed.
+-spec recv(client()) -> term().
+recv(C) -> recv(C, ?TIMEOUT).
+
+-spec recv(client(), timeout()) -> term().
+recv(#c{pid = Pid}, Timeout) ->
+    receive
+        {xmpp, Pid, Ev} -> Ev
+    after Timeout -> timeout
+    end.
+
+%% @doc The next stanza, skipping nothing: fails the test on anything else.
+-spec recv_stanza(client()) -> #xmlel{}.
+recv_stanza(C) -> recv_stanza(C, ?TIMEOUT).
+
+-spec recv_stanza(client(), timeout()) -> #xmlel{}.
+recv_stanza(C, Timeout) ->
+    case recv(C, Timeout) of
+        #xmlel{} = El -> El;
+        Other -> error({expected_stanza, Other})
+    end.
+
+%% @doc Asserts that nothing arrives within Ms milliseconds.
+-spec expect_nothing(client(), non_neg_integer()) -> ok.
+expect_nothing(C, Ms) ->
+    case recv(C, Ms) of
+        timeout -> ok;
+        Other -> error({unexpected, Other})
+    end.
+
+%% @doc Drops whatever has arrived so far.
+-spec flush(client()) -> ok.
+flush(C) ->
+    case recv(C, 100) of
+        timeout -> ok;
+        _ -> flush(C)
+    end.
+
+%% @doc Sends a stream header and returns the features element.
+-spec open_stream(client()) -> #xmlel{}.
+open_stream(C) -> open_stream(C, #{}).
+
+-spec open_stream(client(), map()) -> #xmlel{}.
+open_stream(#c{server = S} = C, Opts) ->
+    To = maps:get(to, Opts, S),
+    send(C, ["<?xml version='1.0'?><stream:stream to='", To,
+             "' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>"]),
+    {stream_start, _, _} = recv(C),
+    #xmlel{name = <<"stream:features">>} = recv_stanza(C).
+
+%% @doc Negotiates STARTTLS and opens the new stream; returns its features.
+-spec starttls(client()) -> #xmlel{}.
+starttls(#c{pid = Pid} = C) ->
+    send(C, <<"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>">>),
+    #xmlel{name = <<"proceed">>} = recv_stanza(C),
+    Pid ! starttls,
+    receive {xmpp, Pid, tls_ready} -> ok after ?TIMEOUT -> error(tls_timeout) end,
+    open_stream(C).
+
+%% @doc SASL PLAIN. Returns ok or {failure, Condition}.
+-spec auth_plain(client(), binary(), binary()) -> ok | {failure, binary()}.
+auth_plain(C, User, Password) ->
+    send(C, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
+             base64:encode(<<0, User/binary, 0, Password/binary>>), "</auth>"]),
+    sasl_result(C).
+
+%% @doc SCRAM-SHA-1 (sha) or SCRAM-SHA-256 (sha256), verifying the server's
+%% signature.
+-spec auth_scram(client(), binary(), binary(), sha | sha256) -> ok | {failure, binary()}.
+auth_scram(C, User, Password, Hash) ->
+    Mech = case Hash of sha -> <<"SCRAM-SHA-1">>; sha256 -> <<"SCRAM-SHA-256">> end,
+    CNonce = base64:encode(crypto:strong_rand_bytes(12)),
+    Bare = <<"n=", User/binary, ",r=", CNonce/binary>>,
+    send(C, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='", Mech, "'>",
+             base64:encode(<<"n,,", Bare/binary>>), "</auth>"]),
+    case recv_stanza(C) of
+        #xmlel{name = <<"challenge">>} = Ch ->
+            First = base64:decode(throng_xml:cdata(Ch)),
+            Fields = maps:from_list([{K, V} || <<K:1/binary, "=", V/binary>>
+                                                   <- binary:split(First, <<",">>, [global])]),
+            #{<<"r">> := Nonce, <<"s">> := Salt64, <<"i">> := Iter} = Fields,
+            Salted = throng_scram:salted_password(Hash, Password, base64:decode(Salt64),
+                                                  binary_to_integer(Iter)),
+            NoProof = <<"c=biws,r=", Nonce/binary>>,
+            AuthMsg = [Bare, ",", First, ",", NoProof],
+            ClientKey = throng_scram:client_key(Hash, Salted),
+            Sig = throng_scram:client_signature(Hash, throng_scram:stored_key(Hash, ClientKey), AuthMsg),
+            Proof = crypto:exor(ClientKey, Sig),
+            send(C, ["<response xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>",
+                     base64:encode(<<NoProof/binary, ",p=", (base64:encode(Proof))/binary>>),
+                     "</response>"]),
+            case recv_stanza(C) of
+                #xmlel{name = <<"success">>} = S ->
+                    <<"v=", V/binary>> = base64:decode(throng_xml:cdata(S)),
+                    Expected = throng_scram:server_signature(
+                                 Hash, throng_scram:server_key(Hash, Salted), AuthMsg),
+                    Expected = base64:decode(V),
+                    restart(C);
+                #xmlel{name = <<"failure">>} = F ->
+                    {failure, failure_cond(F)}
+            end;
+        #xmlel{name = <<"failure">>} = F ->
+            {failure, failure_cond(F)}
+    end.
+
+sasl_result(C) ->
+    case recv_stanza(C) of
+        #xmlel{name = <<"success">>} -> restart(C);
+        #xmlel{name = <<"failure">>} = F -> {failure, failure_cond(F)}
+    end.
+
+failure_cond(#xmlel{children = Ch}) ->
+    case [N || #xmlel{name = N} <- Ch, N =/= <<"text">>] of
+        [N | _] -> N;
+        [] -> <<>>
+    end.
+
+restart(#c{pid = Pid}) ->
+    Pid ! reset_parser,
+    ok.
+
+%% @doc Binds a resource (<<>>: server-generated); returns the client with
+%% its full JID.
+-spec bind(client(), binary()) -> client().
+bind(C, Resource) ->
+    Res = case Resource of
+              <<>> -> [];
+              _ -> [#xmlel{name = <<"resource">>, children = [{xmlcdata, Resource}]}]
+          end,
+    send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"bind1">>}],
+                   children = [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
+                                      children = Res}]}),
+    R = recv_stanza(C),
+    <<"result">> = throng_xml:attr(<<"type">>, R),
+    JID = throng_xml:cdata(throng_xml:subel(throng_xml:subel(R, <<"bind">>), <<"jid">>)),
+    C#c{jid = JID}.
+
+%% @doc Connects, authenticates with PLAIN (or Opts mechanism) and binds.
+-spec login(binary(), binary(), binary()) -> client().
+login(User, Password, Resource) ->
+    login(User, Password, Resource, #{}).
+
+-spec login(binary(), binary(), binary(), map()) -> client().
+login(User, Password, Resource, Opts) ->
+    C = connect(Opts),
+    _ = open_stream(C),
+    case maps:get(tls, Opts, false) of
+        true -> _ = starttls(C);
+        false -> ok
+    end,
+    ok = case maps:get(mechanism, Opts, plain) of
+             plain -> auth_plain(C, User, Password);
+             Hash -> auth_scram(C, User, Password, Hash)
+         end,
+    _ = open_stream(C),
+    bind(C, Resource).
+
+-spec jid(client()) -> binary().
+jid(#c{jid = J}) -> J.
+
+%% @doc Sends an IQ and returns the response with that id.
+-spec iq(client(), binary(), #xmlel{}) -> #xmlel{}.
+iq(C, Type, Payload) ->
+    iq(C, Type, Payload, []).
+
+-spec iq(client(), binary(), #xmlel{}, [{binary(), binary()}]) -> #xmlel{}.
+iq(C, Type, Payload, Attrs) ->
+    Id = integer_to_binary(erlang:unique_integer([positive])),
+    send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, Type}, {<<"id">>, Id} | Attrs],
+                   children = [Payload]}),
+    wait_id(C, Id).
+
+wait_id(C, Id) ->
+    case recv_stanza(C) of
+        #xmlel{name = <<"iq">>} = R ->
+            case throng_xml:attr(<<"id">>, R) of
+                Id -> R;
+                _ -> error({unexpected_iq, R})
+            end;
+        Other ->
+            error({expected_iq_response, Id, Other})
+    end.
+
+-spec presence(list()) -> #xmlel{}.
+presence(Attrs) ->
+    #xmlel{name = <<"presence">>, attrs = Attrs}.
+
+-spec message(binary(), binary(), binary()) -> #xmlel{}.
+message(To, Type, Body) ->
+    #xmlel{name = <<"message">>, attrs = [{<<"to">>, To}, {<<"type">>, Type}],
+           children = [#xmlel{name = <<"body">>, children = [{xmlcdata, Body}]}]}.
+
+%% @doc Closes the stream and the socket.
+-spec close(client()) -> ok.
+close(#c{pid = Pid}) ->
+    unlink(Pid),
+    Pid ! close,
+    ok.
+
+%% @doc Closes the TCP connection without closing the stream.
+-spec abort(client()) -> ok.
+abort(#c{pid = Pid}) ->
+    unlink(Pid),
+    Pid ! abort,
+    ok.
+
+%% @doc Waits until the server closes the connection; returns the stream
+%% error condition it sent (or none).
+-spec closed(client(), timeout()) -> binary() | none | timeout.
+closed(C, Timeout) ->
+    closed(C, Timeout, none).
+
+closed(C, Timeout, Cond) ->
+    case recv(C, Timeout) of
+        closed -> Cond;
+        timeout -> timeout;
+        #xmlel{name = <<"stream:error">>, children = Ch} ->
+            [N | _] = [Name || #xmlel{name = Name} <- Ch, Name =/= <<"text">>],
+            closed(C, Timeout, N);
+        _ -> closed(C, Timeout, Cond)
+    end.
+
+%%% The connection process
+
+conn_init(Owner, Port, Opts) ->
+    IP = maps:get(ip, Opts, {127, 0, 0, 1}),
+    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true}], ?TIMEOUT) of
+        {ok, S} ->
+            Owner ! {xmpp, self(), connected},
+            conn_loop(#{owner => Owner, sock => {tcp, S}, tcp => S,
+                        parser => throng_xml_stream:new(#{max_stanza_size => 16#4000000,
+                                                          max_depth => 1000})});
+        {error, Why} ->
+            Owner ! {xmpp, self(), {connect_failed, Why}}
+    end.
+
+conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
+    receive
+        {send, Bin} ->
+            _ = sock_send(Sock, Bin),
+            conn_loop(St);
+        reset_parser ->
+            conn_loop(St#{parser := throng_xml_stream:reset(P)});
+        starttls ->
+            {ok, TLS} = fast_tls:tcp_to_tls(T, [connect, {certfile, throng_cert:certfile()}]),
+            {ok, <<>>} = fast_tls:recv_data(TLS, <<>>),
+            Owner ! {xmpp, self(), tls_ready},
+            conn_loop(St#{sock := {tls, TLS}, parser := throng_xml_stream:reset(P)});
+        close ->
+            _ = sock_send(Sock, <<"</stream:stream>">>),
+            gen_tcp:close(T);
+        abort ->
+            gen_tcp:close(T);
+        {tcp, T, Data} ->
+            case decode(Sock, Data) of
+                {ok, Plain} ->
+                    {Events, P1} = throng_xml_stream:parse(P, Plain),
+                    [Owner ! {xmpp, self(), event(E)} || E <- Events],
+                    inet:setopts(T, [{active, once}]),
+                    conn_loop(St#{parser := P1});
+                {error, Why} ->
+                    Owner ! {xmpp, self(), {tls_error, Why}},
+                    Owner ! {xmpp, self(), closed}
+            end;
+        {tcp_closed, T} ->
+            Owner ! {xmpp, self(), closed};
+        {tcp_error, T, _} ->
+            Owner ! {xmpp, self(), closed}
+    end.
+
+event({stanza, El}) -> El;
+event(E) -> E.
+
+sock_send({tcp, S}, Bin) -> gen_tcp:send(S, Bin);
+sock_send({tls, TLS}, Bin) -> fast_tls:send(TLS, Bin).
+
+decode({tcp, _}, Data) -> {ok, Data};
+decode({tls, TLS}, Data) -> fast_tls:recv_data(TLS, Data).
