@@ -1,6 +1,7 @@
 %% @doc An accept loop on a listener's socket. Several acceptors share one
 %% listen socket; each hands its connections to its own connection
-%% supervisor, which blocks it while the listener is at max_connections.
+%% supervisor, after reserving a slot (which waits while the listener is at
+%% max_connections).
 -module(throng_acceptor).
 
 -export([start_link/2, init/3]).
@@ -24,6 +25,7 @@ loop(LSock, ConnsSup) ->
     case gen_tcp:accept(LSock) of
         {ok, Sock} ->
             throng_metrics:incr(connections_accepted),
+            ok = throng_conns_sup:await_slot(ConnsSup),
             {ok, _Pid} = throng_conns_sup:start_connection(ConnsSup, Sock),
             loop(LSock, ConnsSup);
         {error, Why} when Why =:= emfile; Why =:= enfile; Why =:= enobufs; Why =:= enomem ->

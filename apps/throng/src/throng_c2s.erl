@@ -138,6 +138,9 @@ handle_event(info, {'EXIT', _Pid, Reason}, _State, D) ->
     {stop, Reason, D};
 handle_event(info, resume_overflow, resumable, D) ->
     {stop, normal, D};
+handle_event({timeout, negotiation}, negotiation, wait_header, D) ->
+    %% No header of ours on this stream yet: it must precede the error.
+    header_error('connection-timeout', <<"negotiation took too long">>, throng_stream:new_id(), D);
 handle_event({timeout, negotiation}, negotiation, _State, D) ->
     stream_error('connection-timeout', <<"negotiation took too long">>, D);
 handle_event({timeout, shaper}, resume, State, D) ->
@@ -186,6 +189,7 @@ done(State, D) ->
 
 %% The end of every event: write what was gathered, re-arm the socket.
 done(State, #d{sock = Sock} = D0, Actions) ->
+    throng_metrics:check_queue(),
     case flush(D0) of
         {ok, D} ->
             case D#d.paused orelse State =:= resumable orelse Sock =:= undefined of
@@ -229,6 +233,8 @@ shape(Size, #d{lref = LRef, tokens = T0, tstamp = Last} = D) ->
 
 %%% XML events by state
 
+xml({error, Cond, Text}, wait_header, D) ->
+    header_error(Cond, Text, throng_stream:new_id(), D);
 xml({error, Cond, Text}, _State, D) ->
     stream_error(Cond, Text, D);
 xml(stream_end, _State, D) ->

@@ -78,7 +78,11 @@ spec() ->
             doc => "Server-side keepalive: XEP-0199 pings to idle clients."},
       storage =>
           #{type => {section, storage_spec()}, default => #{},
-            doc => "Where accounts, rosters and offline messages are kept."}}.
+            doc => "Where accounts, rosters and offline messages are kept."},
+      stats =>
+          #{type => {section, stats_spec()}, default => #{},
+            doc => "Live statistics: the per-second collector, message-queue alarms and "
+                   "the HTTP endpoint (/metrics, /stats, dashboard)."}}.
 
 listener_spec() ->
     #{port => #{type => {int, 0, 65535}, default => 5222,
@@ -181,6 +185,23 @@ ping_spec() ->
       timeout => #{type => {int, 1, 3600}, default => 60,
                    doc => "Seconds a pinged client has to send anything before the "
                           "connection is closed with a connection-timeout stream error."}}.
+
+stats_spec() ->
+    #{enabled => #{type => boolean, default => true,
+                   doc => "Run the statistics collector and its HTTP endpoint."},
+      port => #{type => {int, 0, 65535}, default => 5280,
+                doc => "HTTP port of /metrics (Prometheus), /stats (JSON) and the "
+                       "dashboard (0: any free port, for tests)."},
+      ip => #{type => ip, default => {127, 0, 0, 1},
+              doc => "Address of the HTTP endpoint."},
+      auth_user => #{type => string, default => <<>>,
+                     doc => "HTTP basic-auth user; empty: no authentication. Set it "
+                            "(and auth_password) when ip is not a loopback address."},
+      auth_password => #{type => string, default => <<>>,
+                         doc => "HTTP basic-auth password."},
+      queue_alarm => #{type => {int, 1, 100000000}, default => 10000,
+                       doc => "A process whose message queue is longer than this raises "
+                              "the queue alarm (logged, exported, shown)."}}.
 
 storage_spec() ->
     #{backend => #{type => {enum, [mnesia]}, default => mnesia,

@@ -1,10 +1,9 @@
 %% @doc Parent of the connection processes accepted by one acceptor: a small
 %% special process (proc_lib + sys) rather than a `supervisor', because it
-%% also enforces `max_connections': when the listener holds that many
-%% connections it delays its answer to the acceptor, so the acceptor stops
-%% accepting and new connects queue in the kernel's listen backlog instead of
-%% being reset. The limit is soft: it is checked against one counter shared by
-%% all the listener's connection supervisors.
+%% also enforces `max_connections': an acceptor reserves a slot (one shared
+%% atomic counter per listener) before it starts a connection, and while the
+%% listener holds that many connections the reservation waits, so new
+%% connects queue in the kernel's listen backlog instead of being reset.
 %%
 %% Connections are linked children that trap exits; on shutdown each gets a
 %% `shutdown' exit signal and 5 seconds to end (the c2s process closes its
@@ -13,7 +12,7 @@
 %% processes other than the parent.
 -module(throng_conns_sup).
 
--export([start_link/2, start_connection/2]).
+-export([start_link/2, start_connection/2, await_slot/1]).
 -export([init/3, system_continue/3, system_terminate/4, system_code_change/4]).
 
 -record(st, {parent :: pid(),
@@ -21,7 +20,7 @@
              count :: atomics:atomics_ref(),
              max :: pos_integer() | infinity,
              children = 0 :: non_neg_integer(),
-             waiting = [] :: [{pid(), reference(), pid()}],
+             waiting = [] :: [{pid(), reference()}],
              timer = undefined :: undefined | reference()}).
 
 -define(SHUTDOWN_TIMEOUT, 5000).
@@ -31,9 +30,21 @@
 start_link(Ref, Index) ->
     proc_lib:start_link(?MODULE, init, [self(), Ref, Index]).
 
+%% @doc Reserves one of the listener's max_connections slots, waiting until
+%% one is free. An acceptor calls it after each accept and before starting
+%% the connection: at the limit the accepted connection is held unanswered
+%% and further connects wait in the kernel's listen backlog.
+-spec await_slot(pid()) -> ok.
+await_slot(Sup) ->
+    MRef = erlang:monitor(process, Sup),
+    Sup ! {await_slot, self(), MRef},
+    receive
+        {MRef, slot} -> erlang:demonitor(MRef, [flush]), ok;
+        {'DOWN', MRef, process, _, Reason} -> exit({conns_sup_down, Reason})
+    end.
+
 %% @doc Starts a connection process for a socket accepted by the caller
-%% (which still owns it), and returns its pid once the listener is below
-%% max_connections. The caller then hands the socket over.
+%% (which still owns it) and hands the socket over.
 -spec start_connection(pid(), gen_tcp:socket()) -> {ok, pid()}.
 start_connection(Sup, Sock) ->
     MRef = erlang:monitor(process, Sup),
@@ -61,9 +72,12 @@ init(Parent, Ref, _Index) ->
 loop(#st{parent = Parent} = St) ->
     receive
         {start_connection, From, MRef} ->
+            %% The slot was reserved by await_slot/1.
             Pid = throng_c2s:start_link(St#st.ref),
-            atomics:add(St#st.count, 1, 1),
-            loop(answer_or_park(From, MRef, Pid, St#st{children = St#st.children + 1}));
+            From ! {MRef, {ok, Pid}},
+            loop(St#st{children = St#st.children + 1});
+        {await_slot, From, MRef} ->
+            loop(answer_or_park(From, MRef, St));
         {'EXIT', Parent, Reason} ->
             shutdown_children(St),
             exit(Reason);
@@ -89,22 +103,18 @@ loop(#st{parent = Parent} = St) ->
             loop(St)
     end.
 
-answer_or_park(From, MRef, Pid, St) ->
-    %% The answer carries the pid; parking means answering later.
-    case below_max(St) of
-        true -> From ! {MRef, {ok, Pid}}, St;
-        false -> arm(St#st{waiting = [{From, MRef, Pid} | St#st.waiting]})
+answer_or_park(From, MRef, St) ->
+    case reserve(St) of
+        true -> From ! {MRef, slot}, St;
+        false -> arm(St#st{waiting = St#st.waiting ++ [{From, MRef}]})
     end.
 
 unpark(#st{waiting = []} = St) ->
     St;
-unpark(#st{waiting = Waiting} = St) ->
-    case below_max(St) of
-        true ->
-            [From ! {MRef, {ok, Pid}} || {From, MRef, Pid} <- Waiting],
-            St#st{waiting = []};
-        false ->
-            arm(St)
+unpark(#st{waiting = [{From, MRef} | Rest]} = St) ->
+    case reserve(St) of
+        true -> From ! {MRef, slot}, unpark(St#st{waiting = Rest});
+        false -> arm(St)
     end.
 
 %% Slots freed by the listener's other connection supervisors are noticed by
@@ -114,8 +124,16 @@ arm(#st{timer = undefined} = St) ->
 arm(St) ->
     St.
 
-below_max(#st{max = infinity}) -> true;
-below_max(#st{max = Max, count = C}) -> atomics:get(C, 1) < Max.
+%% Takes a slot if one is free (the counter is shared by the listener's
+%% connection supervisors, so the check and the take are one atomic add).
+reserve(#st{max = infinity, count = C}) ->
+    atomics:add(C, 1, 1),
+    true;
+reserve(#st{max = Max, count = C}) ->
+    case atomics:add_get(C, 1, 1) =< Max of
+        true -> true;
+        false -> atomics:sub(C, 1, 1), false
+    end.
 
 children(#st{parent = Parent}) ->
     {links, Links} = process_info(self(), links),

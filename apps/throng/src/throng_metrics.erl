@@ -8,7 +8,7 @@
 -module(throng_metrics).
 
 -export([init/0, incr/1, add/2, value/1, all/0, names/0, gauges/0]).
--export([stanza_in/1, stanza_out/1]).
+-export([stanza_in/1, stanza_out/1, check_queue/0, hot_queues/0, init_hot_queues/0]).
 
 -define(KEY, {?MODULE, counters}).
 
@@ -101,3 +101,32 @@ stanza_out(<<"message">>) -> incr(stanzas_out_message);
 stanza_out(<<"presence">>) -> incr(stanzas_out_presence);
 stanza_out(<<"iq">>) -> incr(stanzas_out_iq);
 stanza_out(_) -> incr(stanzas_out_other).
+
+%%% Message-queue watch. A connection process checks its own queue length
+%%% after each event it handles (one cheap BIF on its own process); only a
+%%% process whose queue passed stats.queue_alarm writes a row here. The
+%%% statistics collector reads the table each second, re-checks those
+%%% processes and clears the rows of queues that drained: no scan of every
+%%% process, whatever their number.
+
+-define(HOT, throng_hot_queues).
+
+%% @doc Creates the table of long queues (owned by the calling process).
+-spec init_hot_queues() -> ok.
+init_hot_queues() ->
+    ?HOT = ets:new(?HOT, [set, public, named_table, {write_concurrency, true}]),
+    ok.
+
+%% @doc Records the calling process if its message queue is long.
+-spec check_queue() -> ok.
+check_queue() ->
+    {message_queue_len, Len} = process_info(self(), message_queue_len),
+    case Len > persistent_term:get({?MODULE, queue_alarm}, 10000) of
+        true -> ets:insert(?HOT, {self(), Len, erlang:system_time(millisecond)}), ok;
+        false -> ok
+    end.
+
+%% @doc Processes seen with a long queue: {Pid, Length, When (ms)}.
+-spec hot_queues() -> [{pid(), non_neg_integer(), integer()}].
+hot_queues() ->
+    ets:tab2list(?HOT).

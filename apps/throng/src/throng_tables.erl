@@ -105,6 +105,8 @@ plain_cache_delete(Key) ->
 init([]) ->
     persistent_term:put({?MODULE, secret}, crypto:strong_rand_bytes(32)),
     ok = throng_sm:init(),
+    ok = throng_metrics:init_hot_queues(),
+    persistent_term:put({throng_metrics, queue_alarm}, throng_config:get([stats, queue_alarm])),
     Opts = [set, public, named_table, {read_concurrency, true}, {write_concurrency, true}],
     ?FAILURES = ets:new(?FAILURES, Opts),
     ?REGS = ets:new(?REGS, Opts),

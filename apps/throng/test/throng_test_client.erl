@@ -10,6 +10,7 @@
 -export([connect/1, connect/2, send/2, send_raw/2, recv/1, recv/2, recv_stanza/1,
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
          auth_plain/3, auth_scram/4, bind/2, login/3, login/4, close/1, abort/1, closed/2,
+         pause/1,
          iq/3, iq/4, presence/1, message/3, jid/1, flush/1, port/0]).
 
 -record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
@@ -248,6 +249,12 @@ close(#c{pid = Pid}) ->
     Pid ! close,
     ok.
 
+%% @doc Stops reading from the socket (a client that does not read).
+-spec pause(client()) -> ok.
+pause(#c{pid = Pid}) ->
+    Pid ! pause,
+    ok.
+
 %% @doc Closes the TCP connection without closing the stream.
 -spec abort(client()) -> ok.
 abort(#c{pid = Pid}) ->
@@ -302,6 +309,9 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
             gen_tcp:close(T);
         abort ->
             gen_tcp:close(T);
+        pause ->
+            inet:setopts(T, [{active, false}]),
+            receive close -> gen_tcp:close(T); abort -> gen_tcp:close(T) end;
         {tcp, T, Data} ->
             case decode(Sock, Data) of
                 {ok, Plain} ->

@@ -1,0 +1,223 @@
+%% @doc XEP-0198 Stream Management against the real server: enabling,
+%% acknowledgements both ways, resumption with re-delivery of what the
+%% client did not acknowledge, and the guarantee that a message the server
+%% accepted is never silently dropped: a session that dies without being
+%% resumed puts its unacknowledged messages in offline storage.
+-module(xep0198_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+-include("throng.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(C, throng_test_client).
+-define(SM(Name), #xmlel{name = Name, attrs = [{<<"xmlns">>, ?NS_SM}]}).
+
+all() ->
+    [feature_advertised, enable_without_resume, enable_twice_fails, client_requests_ack,
+     server_requests_ack, ack_drops_queue, ack_too_high_is_error,
+     resume_redelivers_unacked, resume_unknown_id_fails, resume_other_user_fails,
+     queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
+     clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline].
+
+init_per_testcase(TC, Config) ->
+    SM = case TC of
+             timeout_moves_unacked_to_offline -> #{resume_timeout => 1};
+             overflow_while_detached_goes_offline -> #{max_unacked => 3};
+             server_requests_ack -> #{ack_every => 2};
+             _ -> #{}
+         end,
+    throng_ct:start(Config, #{stream_management => SM}),
+    [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>]],
+    Config.
+
+end_per_testcase(_TC, _Config) ->
+    throng_ct:stop().
+
+login(User, Res) -> ?C:login(User, <<"password">>, Res).
+
+enable(C, Resume) ->
+    ?C:send(C, #xmlel{name = <<"enable">>,
+                      attrs = [{<<"xmlns">>, ?NS_SM}] ++ [{<<"resume">>, <<"true">>} || Resume]}),
+    E = ?C:recv_stanza(C),
+    ?assertEqual(<<"enabled">>, E#xmlel.name),
+    E.
+
+online(User, Res) ->
+    C = login(User, Res),
+    ?C:send(C, ?C:presence([])),
+    ?C:flush(C),
+    C.
+
+msg(To, Body) -> ?C:message(To, <<"chat">>, Body).
+
+bodies(Els) -> [throng_xml:subel_cdata(E, <<"body">>) || #xmlel{name = <<"message">>} = E <- Els].
+
+recv_messages(C, N) -> recv_messages(C, N, []).
+recv_messages(_C, 0, Acc) -> lists:reverse(Acc);
+recv_messages(C, N, Acc) ->
+    case ?C:recv_stanza(C) of
+        #xmlel{name = <<"message">>} = M -> recv_messages(C, N - 1, [M | Acc]);
+        _ -> recv_messages(C, N, Acc)
+    end.
+
+bob() -> #jid{user = <<"bob">>, server = <<"localhost">>}.
+
+%% Logs in a second connection as User and asks to resume PrevId with H.
+resume(User, PrevId, H) ->
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    ok = ?C:auth_plain(C, User, <<"password">>),
+    F = ?C:open_stream(C),
+    ?assertNotEqual(undefined, throng_xml:subel(F, <<"sm">>, ?NS_SM)),
+    ?C:send(C, #xmlel{name = <<"resume">>,
+                      attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, PrevId},
+                               {<<"h">>, integer_to_binary(H)}]}),
+    {C, ?C:recv_stanza(C)}.
+
+%%% Cases
+
+feature_advertised(_) ->
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    ok = ?C:auth_plain(C, <<"alice">>, <<"password">>),
+    F = ?C:open_stream(C),
+    ?assertNotEqual(undefined, throng_xml:subel(F, <<"sm">>, ?NS_SM)).
+
+enable_without_resume(_) ->
+    C = login(<<"alice">>, <<"r">>),
+    E = enable(C, false),
+    ?assertEqual(undefined, throng_xml:attr(<<"resume">>, E)).
+
+enable_twice_fails(_) ->
+    C = login(<<"alice">>, <<"r">>),
+    _ = enable(C, true),
+    ?C:send(C, ?SM(<<"enable">>)),
+    ?assertEqual(<<"failed">>, (?C:recv_stanza(C))#xmlel.name).
+
+%% The server counts the stanzas it handled and answers <r/> with <a h/>.
+client_requests_ack(_) ->
+    C = login(<<"alice">>, <<"r">>),
+    _ = enable(C, false),
+    ?C:send(C, msg(<<"bob@localhost">>, <<"1">>)),
+    ?C:send(C, msg(<<"bob@localhost">>, <<"2">>)),
+    ?C:send(C, ?SM(<<"r">>)),
+    A = ?C:recv_stanza(C),
+    ?assertEqual({<<"a">>, <<"2">>}, {A#xmlel.name, throng_xml:attr(<<"h">>, A)}).
+
+%% After ack_every unacknowledged stanzas the server asks with <r/>.
+server_requests_ack(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, false),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, msg(<<"bob@localhost/b">>, <<"1">>)),
+    ?C:send(A, msg(<<"bob@localhost/b">>, <<"2">>)),
+    [_, _] = recv_messages(B, 2),
+    R = ?C:recv_stanza(B),
+    ?assertEqual(<<"r">>, R#xmlel.name).
+
+ack_drops_queue(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, true),
+    A = online(<<"alice">>, <<"a">>),
+    [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 3)],
+    [_, _, _] = recv_messages(B, 3),
+    ?C:send(B, #xmlel{name = <<"a">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"h">>, <<"3">>}]}),
+    timer:sleep(200),
+    %% Nothing unacknowledged: a clean close stores nothing offline.
+    ?C:close(B),
+    timer:sleep(300),
+    ?assertEqual(0, throng_offline:count(bob())).
+
+ack_too_high_is_error(_) ->
+    B = login(<<"bob">>, <<"b">>),
+    _ = enable(B, false),
+    ?C:send(B, #xmlel{name = <<"a">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"h">>, <<"5">>}]}),
+    ?assertEqual(<<"undefined-condition">>, ?C:closed(B, 5000)).
+
+%% The connection drops with three messages unacknowledged (one acked);
+%% a new connection resumes and receives exactly the unacknowledged ones.
+resume_redelivers_unacked(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    E = enable(B, true),
+    Id = throng_xml:attr(<<"id">>, E),
+    A = online(<<"alice">>, <<"a">>),
+    [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 4)],
+    [_, _, _, _] = recv_messages(B, 4),
+    ?C:abort(B),
+    timer:sleep(200),
+    {B2, Resumed} = resume(<<"bob">>, Id, 1),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
+    ?assertEqual(Id, throng_xml:attr(<<"previd">>, Resumed)),
+    ?assertEqual([<<"2">>, <<"3">>, <<"4">>], bodies(recv_messages(B2, 3))),
+    %% The session goes on: presence and routing still point at it.
+    ?C:send(A, msg(<<"bob@localhost/b">>, <<"after">>)),
+    ?assertEqual([<<"after">>], bodies(recv_messages(B2, 1))).
+
+resume_unknown_id_fails(_) ->
+    {_C, F} = resume(<<"bob">>, <<"bm90IGFuIGlk">>, 0),
+    ?assertEqual(<<"failed">>, F#xmlel.name).
+
+resume_other_user_fails(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    Id = throng_xml:attr(<<"id">>, enable(B, true)),
+    ?C:abort(B),
+    timer:sleep(200),
+    {_C, F} = resume(<<"alice">>, Id, 0),
+    ?assertEqual(<<"failed">>, F#xmlel.name).
+
+%% Stanzas for a detached session wait for it and come on resumption.
+queued_while_detached_are_delivered(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    Id = throng_xml:attr(<<"id">>, enable(B, true)),
+    ?C:abort(B),
+    timer:sleep(300),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, msg(<<"bob@localhost/b">>, <<"while away">>)),
+    timer:sleep(200),
+    {B2, #xmlel{name = <<"resumed">>}} = resume(<<"bob">>, Id, 0),
+    ?assertEqual([<<"while away">>], bodies(recv_messages(B2, 1))).
+
+%% No resumption within resume_timeout: the unacknowledged messages are
+%% stored offline and come at the next login.
+timeout_moves_unacked_to_offline(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, true),
+    A = online(<<"alice">>, <<"a">>),
+    [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 2)],
+    [_, _] = recv_messages(B, 2),
+    ?C:abort(B),
+    wait_until(fun() -> throng_offline:count(bob()) =:= 2 end, 5000),
+    B2 = login(<<"bob">>, <<"again">>),
+    ?C:send(B2, ?C:presence([])),
+    ?assertEqual([<<"1">>, <<"2">>], bodies(recv_messages(B2, 2))).
+
+clean_close_moves_unacked_to_offline(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, false),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, msg(<<"bob@localhost/b">>, <<"unacked">>)),
+    [_] = recv_messages(B, 1),
+    ?C:close(B),
+    wait_until(fun() -> throng_offline:count(bob()) =:= 1 end, 5000).
+
+%% A detached session that would queue more than max_unacked gives up
+%% waiting; what it held goes offline.
+overflow_while_detached_goes_offline(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, true),
+    ?C:abort(B),
+    timer:sleep(300),
+    A = online(<<"alice">>, <<"a">>),
+    [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 5)],
+    wait_until(fun() -> throng_offline:count(bob()) =:= 5 end, 5000),
+    ?assertEqual([], throng_sm:resources({<<"bob">>, <<"localhost">>})).
+
+wait_until(F, Ms) when Ms =< 0 ->
+    ?assert(F());
+wait_until(F, Ms) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(50), wait_until(F, Ms - 50)
+    end.
