@@ -438,7 +438,10 @@ bind(IQ, Bind, D) ->
                                      throng_stanza:error_reply(IQ, 'bad-request',
                                                                <<"invalid resource">>)), D)};
         _ ->
-            JID = #jid{user = D#d.user, server = D#d.server, resource = Resource},
+            %% Copied: these live as long as the session, and must not keep
+            %% the receive buffers they were parsed from.
+            JID = #jid{user = binary:copy(D#d.user), server = binary:copy(D#d.server),
+                       resource = binary:copy(Resource)},
             ok = register_session(JID),
             throng_metrics:incr(sessions_opened),
             logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
@@ -448,7 +451,8 @@ bind(IQ, Bind, D) ->
                                                      children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
             schedule_ping(D),
             {next, session, emit(throng_xml:to_iolist(Reply),
-                                 D#d{jid = JID, stream_id = <<>>}),
+                                 D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,
+                                     stream_id = <<>>}),
              [{{timeout, negotiation}, cancel}]}
     end.
 
@@ -558,7 +562,7 @@ presence_broadcast(El, JID, D) ->
     case throng_stanza:type(El) of
         <<>> ->
             Prio = throng_presence:priority(El),
-            throng_sm:set_presence(JID, Prio, P),
+            throng_sm:set_presence(JID, Prio, throng_stanza:copy(P)),
             case D#d.prio of
                 undefined -> initial_presence(P, JID, D#d{prio = Prio});
                 _ -> throng_presence:update(JID, P), {next, session, D#d{prio = Prio}}

@@ -103,6 +103,11 @@ listener_spec() ->
                            doc => "Connections this listener holds at once. When reached, "
                                   "acceptors stop accepting and new connections wait in "
                                   "the backlog until one closes."},
+      recv_buffer => #{type => {int, 64, 1048576}, default => 256,
+                       doc => "Bytes read from a socket at a time (the inet driver's user "
+                              "buffer). The driver keeps a partly used buffer allocated, so "
+                              "this is also memory each idle connection holds; larger reads "
+                              "cost fewer system calls for big stanzas."},
       max_stanza_size => #{type => {int, 1024, 16777216}, default => 262144,
                            doc => "Largest stanza in bytes. A larger one ends the "
                                   "connection with a policy-violation stream error."},

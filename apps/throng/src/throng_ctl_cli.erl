@@ -37,9 +37,29 @@ command(Node, "ping", []) ->
         pong -> io:put_chars("pong\n"), 0;
         pang -> not_running(Node)
     end;
+command(Node, "ready", []) ->
+    %% The node is up and the server application has started (used by
+    %% bin/throng start; a node answers pings before its applications run).
+    case net_adm:ping(Node) of
+        pong ->
+            case rpc:call(Node, application, which_applications, []) of
+                Apps when is_list(Apps) ->
+                    case lists:keymember(throng, 1, Apps) of
+                        true -> 0;
+                        false -> 1
+                    end;
+                _ -> 1
+            end;
+        pang -> 3
+    end;
 command(Node, "stop", []) ->
     case net_adm:ping(Node) of
         pong -> _ = rpc:call(Node, init, stop, []), 0;
+        pang -> not_running(Node)
+    end;
+command(Node, "stats", []) ->
+    case net_adm:ping(Node) of
+        pong -> stats_loop(Node);
         pang -> not_running(Node)
     end;
 command(Node, Cmd, Args) ->
@@ -54,6 +74,22 @@ command(Node, Cmd, Args) ->
                     io:format(standard_error, "throng: ~s failed on ~s: ~p~n", [Cmd, Node, Why]),
                     1
             end
+    end.
+
+%% `throng stats': the server's table, redrawn every second until Ctrl-C
+%% (`throng stats --once' is an ordinary command: one table, then exit).
+stats_loop(Node) ->
+    case rpc:call(Node, throng_ctl, run, ["stats", []], 10000) of
+        {0, Text} ->
+            io:put_chars(["\e[H\e[2J", Text, "\n(redrawn every second; Ctrl-C to quit)\n"]),
+            timer:sleep(1000),
+            stats_loop(Node);
+        {Code, Text} when is_integer(Code) ->
+            io:put_chars(Text),
+            Code;
+        {badrpc, Why} ->
+            io:format(standard_error, "throng: stats failed on ~s: ~p~n", [Node, Why]),
+            1
     end.
 
 not_running(Node) ->

@@ -30,12 +30,12 @@ port(Ref) ->
 
 -spec init({ref(), map()}) -> {ok, ref()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
-             max_connections := Max} = Opts}) ->
+             max_connections := Max, recv_buffer := Buffer} = Opts}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
     SockOpts = Family ++
         [binary, {packet, raw}, {active, false}, {reuseaddr, true}, {ip, IP},
-         {backlog, Backlog}, {nodelay, true}, {keepalive, true},
+         {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}],
     case gen_tcp:listen(Port, SockOpts) of
         {ok, LSock} ->

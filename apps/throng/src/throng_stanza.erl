@@ -6,7 +6,7 @@
 
 -export([kind/1, type/1, id/1, error_reply/2, error_reply/3, error_el/2,
          iq_result/1, iq_result/2, is_error/1, set_from_to/3, strip_from_to/1,
-         delay/3]).
+         delay/3, copy/1]).
 
 -type condition() :: atom().
 -export_type([condition/0]).
@@ -113,3 +113,17 @@ delay(#xmlel{children = Children} = El, TimestampUs, From) ->
                attrs = [{<<"xmlns">>, ?NS_DELAY}, {<<"from">>, From}, {<<"stamp">>, Stamp}],
                children = [{xmlcdata, <<"Offline storage">>}]},
     El#xmlel{children = Children ++ [D]}.
+
+%% @doc A deep copy whose binaries no longer point into the buffer they were
+%% parsed from. The parser hands out sub-binaries of the received data
+%% (cheap for a stanza that is routed and dropped); anything kept for long
+%% (a presence in the session table) is copied so that it does not hold a
+%% whole receive buffer alive.
+-spec copy(#xmlel{}) -> #xmlel{}.
+copy(#xmlel{name = N, attrs = A, children = C}) ->
+    #xmlel{name = binary:copy(N),
+           attrs = [{binary:copy(K), binary:copy(V)} || {K, V} <- A],
+           children = [copy_child(Ch) || Ch <- C]}.
+
+copy_child({xmlcdata, B}) -> {xmlcdata, binary:copy(B)};
+copy_child(#xmlel{} = El) -> copy(El).

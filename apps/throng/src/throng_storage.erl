@@ -14,7 +14,7 @@
 
 -include("throng.hrl").
 
--export([init/0, backend/0]).
+-export([init/0, backend/0, child_specs/0]).
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4, roster_version/2]).
@@ -29,6 +29,9 @@
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0]).
 
 -callback init() -> ok | {error, term()}.
+%% Processes the backend needs, started under throng_sup (connection pools,
+%% group commit, ...).
+-callback child_specs() -> [supervisor:child_spec()].
 -callback create_account(luser(), lserver(), creds()) -> ok | {error, exists}.
 -callback set_credentials(luser(), lserver(), creds()) -> ok | {error, not_found}.
 -callback get_credentials(luser(), lserver()) -> {ok, creds()} | not_found.
@@ -65,6 +68,10 @@ init() ->
           end,
     persistent_term:put(?BACKEND_KEY, Mod),
     Mod:init().
+
+-spec child_specs() -> [supervisor:child_spec()].
+child_specs() ->
+    (backend()):child_specs().
 
 -spec backend() -> module().
 backend() ->

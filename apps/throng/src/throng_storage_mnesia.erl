@@ -7,7 +7,7 @@
 
 -include("throng.hrl").
 
--export([init/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
+-export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
          offline_store/4, offline_pop/2, offline_count/2]).
@@ -22,6 +22,10 @@
          {throng_roster, bag, record_info(fields, throng_roster)},
          {throng_roster_ver, set, record_info(fields, throng_roster_ver)},
          {throng_offline, bag, record_info(fields, throng_offline)}]).
+
+-spec child_specs() -> [supervisor:child_spec()].
+child_specs() ->
+    [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}}].
 
 -spec init() -> ok | {error, term()}.
 init() ->
@@ -72,8 +76,11 @@ create_table({Name, Type, Fields}) ->
 
 tx(F) ->
     case mnesia:sync_transaction(F) of
-        {atomic, Result} -> Result;
-        {aborted, Why} -> error({storage_aborted, Why})
+        {atomic, Result} ->
+            ok = throng_mnesia_sync:sync(),
+            Result;
+        {aborted, Why} ->
+            error({storage_aborted, Why})
     end.
 
 %%% Accounts

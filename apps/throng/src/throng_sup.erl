@@ -2,6 +2,7 @@
 %%
 %% ```
 %% throng_sup (one_for_one)
+%% ├── (storage backend)      e.g. throng_mnesia_sync, the group commit of Mnesia's log
 %% ├── throng_tables          owner of the shared ETS tables; janitor
 %% └── throng_listeners_sup   one throng_listener_sup per configured listener
 %% '''
@@ -18,6 +19,7 @@ start_link() ->
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->
     Children =
+        throng_storage:child_specs() ++
         [#{id => throng_tables, start => {throng_tables, start_link, []}},
          #{id => throng_listeners_sup, start => {throng_listeners_sup, start_link, []},
            type => supervisor, shutdown => infinity}],

@@ -1,0 +1,171 @@
+%% @doc Memory per session of a running Throng node (bench/memory.sh runs
+%% this). From a separate BEAM node it logs N users in over plain TCP with
+%% SASL PLAIN (users user1..userN, bulk-registered with 18-contact mutual
+%% rosters), with the Erlang'07 study's client mix: 20% inactive (roster get,
+%% initial presence), 60% idle (initial presence), 20% active (roster get,
+%% initial presence, a few chat messages to online contacts). It measures
+%% the server's RSS (from /proc) and BEAM memory with the users offline and
+%% with every session connected, idle and settled, and prints
+%% (RSS connected - RSS offline) / N.
+-module(membench).
+
+-export([main/1]).
+
+-define(HDR, "<?xml version='1.0'?><stream:stream to='localhost' xmlns='jabber:client' "
+             "xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>").
+
+main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
+    Node = list_to_atom(NodeStr),
+    OsPid = list_to_integer(PidStr),
+    N = list_to_integer(NStr),
+    Port = list_to_integer(PortStr),
+    Settle = list_to_integer(SettleStr),
+    pong = net_adm:ping(Node),
+    io:format("server node ~s (os pid ~b), ~b users, port ~b~n", [Node, OsPid, N, Port]),
+    settle(Node, Settle),
+    Off = sample(Node, OsPid),
+    report("offline (N users registered)", Off),
+    T0 = erlang:monotonic_time(millisecond),
+    Clients = login_all(N, Port),
+    T1 = erlang:monotonic_time(millisecond),
+    io:format("logged in ~b sessions in ~.1f s (~.1f logins/s)~n",
+              [length(Clients), (T1 - T0) / 1000, length(Clients) * 1000 / max(1, T1 - T0)]),
+    Sessions = rpc:call(Node, throng_sm, count, []),
+    io:format("sessions on the server: ~p~n", [Sessions]),
+    chat(Clients),
+    settle(Node, Settle),
+    On = sample(Node, OsPid),
+    report("connected (N sessions, idle)", On),
+    PerSession = fun(K) -> (maps:get(K, On) - maps:get(K, Off)) / N end,
+    io:format("~n== memory per session (N = ~b) ==~n", [N]),
+    [io:format("  ~-22s ~8.1f bytes~n", [K, PerSession(K)])
+     || K <- [rss, beam_total, processes, ets, binary, system]],
+    Pid = session_pid(Node),
+    C2S = rpc:call(Node, erlang, process_info, [Pid, [memory, total_heap_size, message_queue_len,
+                                                      binary, links]]),
+    io:format("  one idle c2s process: ~p~n", [C2S]),
+    case os:getenv("MEMBENCH_DEBUG") of
+        false -> ok;
+        _ ->
+            {St, Data} = rpc:call(Node, sys, get_state, [Pid]),
+            io:format("  state ~p (~b words):~n  ~p~n",
+                      [St, rpc:call(Node, erts_debug, flat_size, [Data]), Data])
+    end,
+    Ports = [P || P <- proplists:get_value(links, C2S), is_port(P)],
+    io:format("  its socket: ~p~n", [[rpc:call(Node, erlang, port_info, [P, memory]) || P <- Ports]]),
+    io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
+              [PerSession(rss), N, Sessions]),
+    [gen_tcp:close(S) || {S, _} <- Clients],
+    halt(0).
+
+session_pid(Node) ->
+    case rpc:call(Node, throng_sm, all, []) of
+        [{_, Pid} | _] -> Pid;
+        _ -> self()
+    end.
+
+%% Garbage-collects every process on the server, then waits for things to
+%% settle (hibernation after hibernate_after, Mnesia dumps).
+settle(Node, Seconds) ->
+    timer:sleep(Seconds * 1000),
+    _ = rpc:call(Node, erlang, garbage_collect, []),
+    [rpc:call(Node, erlang, garbage_collect, [P])
+     || P <- rpc:call(Node, erlang, processes, [])],
+    timer:sleep(1000).
+
+sample(Node, OsPid) ->
+    Mem = rpc:call(Node, erlang, memory, []),
+    #{rss => rss(OsPid),
+      beam_total => proplists:get_value(total, Mem),
+      processes => proplists:get_value(processes, Mem),
+      ets => proplists:get_value(ets, Mem),
+      binary => proplists:get_value(binary, Mem),
+      system => proplists:get_value(system, Mem)}.
+
+rss(OsPid) ->
+    {ok, Status} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/status"),
+    {match, [Kb]} = re:run(Status, "VmRSS:\\s+(\\d+) kB", [{capture, all_but_first, binary}]),
+    binary_to_integer(Kb) * 1024.
+
+report(Label, M) ->
+    io:format("~s: RSS ~.1f MB, BEAM ~.1f MB (processes ~.1f, ets ~.1f, binary ~.1f)~n",
+              [Label, mb(rss, M), mb(beam_total, M), mb(processes, M), mb(ets, M), mb(binary, M)]).
+
+mb(K, M) -> maps:get(K, M) / 1048576.
+
+%%% Clients: one process each, logins pipelined (header + auth, then the
+%%% restarted header + bind + roster/presence), 200 in flight at a time.
+
+login_all(N, Port) ->
+    Self = self(),
+    Kinds = [kind(I) || I <- lists:seq(1, N)],
+    batches(lists:zip(lists:seq(1, N), Kinds), Port, Self, 200, []).
+
+kind(I) when I rem 10 < 2 -> inactive;
+kind(I) when I rem 10 < 8 -> idle;
+kind(_) -> active.
+
+batches([], _Port, _Self, _W, Acc) ->
+    lists:reverse(Acc);
+batches(Users, Port, Self, W, Acc) ->
+    {Now, Later} = lists:split(min(W, length(Users)), Users),
+    Pids = [spawn(fun() -> client(Self, Port, I, K) end) || {I, K} <- Now],
+    Got = [receive {ready, P, S, K} -> {S, {P, K}}; {failed, P, Why} -> error({login_failed, Why})
+           after 30000 -> error(login_timeout) end || P <- Pids],
+    case length(Acc) rem 5000 < W of
+        true -> io:format("  ~b sessions~n", [length(Acc) + length(Got)]);
+        false -> ok
+    end,
+    batches(Later, Port, Self, W, lists:reverse(Got, Acc)).
+
+client(Parent, Port, I, Kind) ->
+    User = <<"user", (integer_to_binary(I))/binary>>,
+    {ok, S} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {nodelay, true}]),
+    Auth = base64:encode(<<0, User/binary, 0, "password">>),
+    ok = gen_tcp:send(S, [?HDR, "<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
+                          Auth, "</auth>"]),
+    ok = wait_for(S, <<"<success">>),
+    Roster = case Kind of
+                 idle -> [];
+                 _ -> "<iq type='get' id='r'><query xmlns='jabber:iq:roster'/></iq>"
+             end,
+    ok = gen_tcp:send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
+                          "<resource>bench</resource></bind></iq>", Roster, "<presence/>"]),
+    ok = wait_for(S, <<"id='b'">>),
+    Parent ! {ready, self(), S, Kind},
+    ok = gen_tcp:controlling_process(S, Parent).
+
+wait_for(S, Pattern) -> wait_for(S, Pattern, <<>>).
+wait_for(S, Pattern, Buf) ->
+    case binary:match(Buf, Pattern) of
+        nomatch ->
+            case gen_tcp:recv(S, 0, 30000) of
+                {ok, Data} -> wait_for(S, Pattern, <<(tail(Buf))/binary, Data/binary>>);
+                {error, Why} -> exit({recv, Why})
+            end;
+        _ -> ok
+    end.
+
+tail(B) when byte_size(B) > 64 -> binary:part(B, byte_size(B) - 64, 64);
+tail(B) -> B.
+
+%% Active users send a few chat messages to their contacts; receiving
+%% sockets are drained so the server does not buffer.
+chat(Clients) ->
+    Active = [{S, I} || {{S, {_P, active}}, I} <- lists:zip(Clients, lists:seq(1, length(Clients)))],
+    N = length(Clients),
+    [begin
+         To = [<<"user", (integer_to_binary(((I + D - 1) rem N) + 1))/binary, "@localhost">>
+               || D <- [1, 2, 3]],
+         gen_tcp:send(S, [["<message type='chat' to='", T, "'><body>hello from the memory bench</body></message>"]
+                          || T <- To])
+     end || {S, I} <- Active],
+    timer:sleep(2000),
+    [drain(S) || {S, _} <- Clients],
+    ok.
+
+drain(S) ->
+    case gen_tcp:recv(S, 0, 0) of
+        {ok, _} -> drain(S);
+        _ -> ok
+    end.

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Memory per idle session: (server RSS with N sessions connected - server
+# RSS with the same N users registered but offline) / N. Users have
+# 18-contact mutual rosters; the client mix is the Erlang'07 study's.
+#
+#   [EXTRA_CONFIG='yaml lines'] bench/memory.sh [N]        (default 15000; N must stay below ~19,000
+#                               because one load process holds every socket)
+#
+# Starts its own Throng node from the release (make release) with a fresh
+# data directory on port 25222, so it does not touch a running server.
+set -eu
+N=${1:-15000}
+SETTLE=${SETTLE:-10}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+REL="$ROOT/_build/default/rel/throng"
+[ -x "$REL/bin/throng" ] || { echo "build the release first: make release" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/throng-membench.XXXXXX)
+PORT=25222
+export THRONG_NODE=throngmem@127.0.0.1 THRONG_RUN_DIR="$WORK" THRONG_CONFIG="$WORK/throng.yml"
+cat > "$THRONG_CONFIG" <<YML
+hosts: [localhost]
+data_dir: "$WORK/data"
+loglevel: warning
+listen:
+  - port: $PORT
+    starttls: disabled
+stats:
+  port: 0
+${EXTRA_CONFIG:-}
+YML
+cleanup() { "$REL/bin/throng" stop >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+trap cleanup EXIT INT TERM
+"$REL/bin/throng" start
+"$REL/bin/throng" bulk-register localhost "$N" password
+PID=$(cat "$WORK/throng.pid")
+# The load runs in its own BEAM so that its memory is not counted.
+BEAM_PID=$(pgrep -P "$PID" beam.smp || echo "$PID")
+erlc -o "$WORK" "$ROOT/bench/membench.erl"
+erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" \
+    -eval "membench:main([\"$THRONG_NODE\", \"$BEAM_PID\", \"$N\", \"$PORT\", \"$SETTLE\"])"

@@ -1,0 +1,98 @@
+#!/bin/sh
+# End-to-end tests of the release (make release), as a user runs it:
+# bin/throng start/ping/status/stop, the admin commands, a configuration
+# error, a real third-party client (python3-slixmpp) over STARTTLS with
+# SCRAM, and durability across kill -9. Uses its own node name, port and
+# data directory; leaves nothing running.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+REL="$ROOT/_build/default/rel/throng"
+T="$REL/bin/throng"
+WORK=$(mktemp -d /tmp/throng-e2e.XXXXXX)
+PORT=${E2E_PORT:-35222}
+export THRONG_NODE=thronge2e@127.0.0.1 THRONG_RUN_DIR="$WORK/run" THRONG_CONFIG="$WORK/throng.yml"
+PY=/usr/bin/python3
+fails=0
+
+ok() { echo "ok - $*"; }
+fail() { echo "not ok - $*"; fails=$((fails + 1)); }
+expect() { # expect "description" command...: the command must succeed
+    d=$1; shift
+    if out=$("$@" 2>&1); then ok "$d"; else fail "$d: $out"; fi
+}
+cleanup() {
+    "$T" stop >/dev/null 2>&1 || true
+    [ -f "$WORK/run/throng.pid" ] && kill -9 "$(cat "$WORK/run/throng.pid")" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+cat > "$THRONG_CONFIG" <<YML
+hosts: [localhost]
+data_dir: "$WORK/data"
+listen:
+  - port: $PORT
+    starttls: optional
+stats:
+  port: 0
+YML
+
+# A bad configuration stops the boot with a message naming the key.
+printf 'listen:\n  - port: 70000\n' > "$WORK/bad.yml"
+if out=$(THRONG_CONFIG="$WORK/bad.yml" "$T" check-config 2>&1); then
+    fail "check-config accepts port 70000"
+else
+    case "$out" in *"listen[0].port"*70000*) ok "check-config names the bad key and value";;
+                   *) fail "check-config message: $out";; esac
+fi
+if out=$(THRONG_CONFIG="$WORK/bad.yml" THRONG_NODE=throngbad@127.0.0.1 "$T" start 2>&1); then
+    fail "start with a bad configuration succeeded"
+else
+    case "$out" in *"listen[0].port"*) ok "start refuses a bad configuration and says why";;
+                   *) fail "start message: $out";; esac
+fi
+
+expect "start" "$T" start
+expect "ping" "$T" ping
+expect "status" "$T" status
+expect "register alice" "$T" register alice localhost secret
+expect "register bob" "$T" register bob localhost secret
+expect "register carol" "$T" register carol localhost secret
+if "$T" register alice localhost again >/dev/null 2>&1; then fail "register twice succeeded"; else ok "register twice fails"; fi
+expect "register then passwd then unregister" sh -c "'$T' register temp localhost a && '$T' passwd temp localhost b && '$T' unregister temp localhost"
+expect "bulk-register 2000 users with 18-contact rosters" "$T" bulk-register localhost 2000 password
+n=$("$T" accounts localhost)
+[ "$n" = 2003 ] && ok "2003 accounts" || fail "accounts: $n"
+
+CA="$WORK/data/tls/selfsigned.crt"
+expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery" \
+    $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA"
+
+# sessions and kick, with a client that stays connected.
+$PY - "$PORT" "$CA" <<'PYEOF' &
+import asyncio, sys, slixmpp
+c = slixmpp.ClientXMPP('carol@localhost/stay', 'secret'); c.ca_certs = sys.argv[2]
+c.add_event_handler('session_start', lambda e: c.send_presence())
+c.connect(('127.0.0.1', int(sys.argv[1])))
+asyncio.get_event_loop().run_until_complete(asyncio.sleep(15))
+PYEOF
+sleep 4
+case "$("$T" sessions)" in *carol@localhost/stay*) ok "sessions lists carol";; *) fail "sessions";; esac
+expect "kick carol" "$T" kick carol@localhost/stay
+sleep 1
+case "$("$T" sessions)" in *carol@localhost/stay*) fail "carol still connected after kick";; *) ok "kicked session is gone";; esac
+
+# Durability: committed writes survive kill -9.
+expect "roster change and offline message committed" $PY "$ROOT/test/e2e/durability_e2e.py" before 127.0.0.1 "$PORT" "$CA"
+kill -9 "$(cat "$WORK/run/throng.pid")"
+sleep 1
+expect "restart after kill -9" "$T" start
+expect "accounts survive kill -9" sh -c "[ \"\$('$T' accounts localhost)\" = 2003 ]"
+expect "roster and offline message survive kill -9" $PY "$ROOT/test/e2e/durability_e2e.py" after 127.0.0.1 "$PORT" "$CA"
+
+expect "stop" "$T" stop
+if "$T" ping >/dev/null 2>&1; then fail "node still answers after stop"; else ok "node is down"; fi
+
+echo
+if [ $fails -ne 0 ]; then echo "e2e: $fails failure(s)"; exit 1; fi
+echo "e2e: all passed"

@@ -1,0 +1,30 @@
+#!/bin/sh
+# The whole test suite, as `make test` and CI run it:
+#   unit tests (EUnit, PropEr), Common Test suites against the real server,
+#   xref and Dialyzer, the configuration reference check, then end-to-end
+#   tests of the release with real third-party clients (scripts/e2e.sh).
+set -eu
+cd "$(dirname "$0")/.."
+scripts/deps.sh --test
+# Bursts of connects in the tests should queue, not be reset.
+sysctl -q -w net.core.somaxconn=65535 2>/dev/null || true
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "compile"
+rebar3 compile
+step "unit tests (EUnit + PropEr)"
+rebar3 eunit
+step "Common Test suites"
+rebar3 ct
+step "xref"
+rebar3 xref
+step "dialyzer"
+rebar3 dialyzer
+step "configuration reference is in sync with the option table"
+scripts/gen_config_doc.escript --check docs/configuration.md
+step "release + end-to-end tests"
+scripts/syslibs.sh
+rebar3 release
+scripts/e2e.sh
+printf '\nAll tests passed.\n'
