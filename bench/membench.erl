@@ -26,10 +26,13 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     Off = sample(Node, OsPid),
     report("offline (N users registered)", Off),
     T0 = erlang:monotonic_time(millisecond),
+    Cpu0 = cpu_ms(OsPid),
     Clients = login_all(N, Port),
     T1 = erlang:monotonic_time(millisecond),
-    io:format("logged in ~b sessions in ~.1f s (~.1f logins/s)~n",
-              [length(Clients), (T1 - T0) / 1000, length(Clients) * 1000 / max(1, T1 - T0)]),
+    Cpu1 = cpu_ms(OsPid),
+    io:format("logged in ~b sessions in ~.1f s (~.1f logins/s); server CPU ~.3f ms per login~n",
+              [length(Clients), (T1 - T0) / 1000, length(Clients) * 1000 / max(1, T1 - T0),
+               (Cpu1 - Cpu0) / length(Clients)]),
     Sessions = rpc:call(Node, throng_sm, count, []),
     io:format("sessions on the server: ~p~n", [Sessions]),
     chat(Clients),
@@ -81,6 +84,14 @@ sample(Node, OsPid) ->
       ets => proplists:get_value(ets, Mem),
       binary => proplists:get_value(binary, Mem),
       system => proplists:get_value(system, Mem)}.
+
+%% User + system CPU time of a process, in milliseconds (/proc/PID/stat,
+%% clock ticks of 10 ms).
+cpu_ms(OsPid) ->
+    {ok, Stat} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat"),
+    [_, AfterComm] = binary:split(Stat, <<") ">>),
+    Fields = binary:split(AfterComm, <<" ">>, [global]),
+    (binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields))) * 10.
 
 rss(OsPid) ->
     {ok, Status} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/status"),

@@ -3,7 +3,7 @@
 # RSS with the same N users registered but offline) / N. Users have
 # 18-contact mutual rosters; the client mix is the Erlang'07 study's.
 #
-#   [EXTRA_CONFIG='yaml lines'] bench/memory.sh [N]        (default 15000; N must stay below ~19,000
+#   [EXTRA_CONFIG="yaml lines"] [ITERATIONS=4096] bench/memory.sh [N]        (default 15000; N must stay below ~19,000
 #                               because one load process holds every socket)
 #
 # Starts its own Throng node from the release (make release) with a fresh
@@ -31,7 +31,7 @@ YML
 cleanup() { "$REL/bin/throng" stop >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT INT TERM
 "$REL/bin/throng" start
-"$REL/bin/throng" bulk-register localhost "$N" password
+"$REL/bin/throng" bulk-register localhost "$N" password user 18 "${ITERATIONS:-4096}"
 PID=$(cat "$WORK/throng.pid")
 # The load runs in its own BEAM so that its memory is not counted.
 BEAM_PID=$(pgrep -P "$PID" beam.smp || echo "$PID")

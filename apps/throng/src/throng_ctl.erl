@@ -22,10 +22,13 @@ commands() ->
      {"passwd", "USER DOMAIN PASSWORD", "Change a password"},
      {"sessions", "", "List connected sessions (full JIDs)"},
      {"kick", "JID", "End the session of a full JID, or every session of a bare JID"},
-     {"bulk-register", "DOMAIN COUNT PASSWORD [PREFIX [CONTACTS]]",
-      "Create PREFIX1..PREFIXCOUNT (default prefix user) with one password and mutual "
-      "rosters of CONTACTS neighbours (default 18), for load tests"},
-     {"accounts", "DOMAIN", "Count the accounts of a domain"}].
+     {"bulk-register", "DOMAIN COUNT PASSWORD [PREFIX [CONTACTS [ITERATIONS]]]",
+      "Create PREFIX1..PREFIXCOUNT (default prefix user) with one password, mutual "
+      "rosters of CONTACTS neighbours (default 18) and SCRAM credentials of ITERATIONS "
+      "PBKDF2 rounds (default auth.scram_iterations), for load tests"},
+     {"accounts", "DOMAIN", "Count the accounts of a domain"},
+     {"stats", "[--once]", "Live statistics (OS, BEAM, server, message queues), redrawn "
+      "every second; --once prints one snapshot"}].
 
 -spec run(string(), [string()]) -> result().
 run("status", []) ->
@@ -59,10 +62,14 @@ run("bulk-register", [S, N, P]) ->
 run("bulk-register", [S, N, P, Prefix]) ->
     run("bulk-register", [S, N, P, Prefix, "18"]);
 run("bulk-register", [S, N, P, Prefix, C]) ->
-    case {int(N), int(C)} of
-        {Count, Contacts} when is_integer(Count), Count > 0, is_integer(Contacts), Contacts >= 0 ->
+    run("bulk-register", [S, N, P, Prefix, C,
+                          integer_to_list(throng_config:get([auth, scram_iterations]))]);
+run("bulk-register", [S, N, P, Prefix, C, It]) ->
+    case {int(N), int(C), int(It)} of
+        {Count, Contacts, Iter} when is_integer(Count), Count > 0, is_integer(Contacts),
+                                     Contacts >= 0, is_integer(Iter), Iter > 0 ->
             T0 = erlang:monotonic_time(millisecond),
-            case throng_auth:bulk_register(bin(S), bin(Prefix), Count, bin(P), Contacts) of
+            case throng_auth:bulk_register(bin(S), bin(Prefix), Count, bin(P), Contacts, Iter) of
                 {ok, Done} ->
                     Ms = erlang:monotonic_time(millisecond) - T0,
                     {?OK, io_lib:format("Registered ~b users ~s1..~s~b on ~s with ~b contacts "
@@ -72,10 +79,16 @@ run("bulk-register", [S, N, P, Prefix, C]) ->
                     {?ERROR, io_lib:format("Bulk registration failed: ~p~n", [Why])}
             end;
         _ ->
-            {?USAGE, "COUNT and CONTACTS must be whole numbers\n"}
+            {?USAGE, "COUNT, CONTACTS and ITERATIONS must be whole numbers\n"}
     end;
 run("accounts", [S]) ->
     {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
+run("stats", Args) when Args =:= []; Args =:= ["--once"] ->
+    %% One snapshot as a table; bin/throng stats redraws it every second.
+    case whereis(throng_stats_collector) of
+        undefined -> {?ERROR, "Statistics are not running on this node (stats.enabled)\n"};
+        _ -> {?OK, throng_stats:text()}
+    end;
 run(Cmd, Args) ->
     case lists:keyfind(Cmd, 1, commands()) of
         {_, Usage, _} ->

@@ -50,19 +50,28 @@ probe(From, #jid{user = U, server = S}) ->
 -spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #xmlel{}}].
 initial(#jid{user = U, server = S} = User, El) ->
     Items = throng_roster:items(U, S),
-    broadcast(User, El, throng_roster:subscribers(Items)),
-    Contacts = [C || {_, CS} = C <- throng_roster:subscriptions(Items),
-                     throng_router:is_local(CS)],
-    Presences = [{#jid{user = CU, server = CS, resource = R}, P}
-                 || {CU, CS} <- Contacts,
-                    {R, _Pid, _Prio, P} <- throng_sm:available({CU, CS})],
-    Own = [{User#jid{resource = R}, P}
-           || {R, _Pid, _Prio, P} <- throng_sm:available({U, S}),
-              R =/= User#jid.resource],
+    %% One session-table read per contact serves both directions: the
+    %% broadcast to subscribers and the answer to the (implicit) probe.
+    Presences = lists:flatmap(fun(I) -> contact_initial(User, El, I) end, Items),
+    Others = [E || {R, _, _, _} = E <- throng_sm:available({U, S}), R =/= User#jid.resource],
+    [throng_router:deliver(Pid, User, User#jid{resource = R}, El) || {R, Pid, _, _} <- Others],
+    Own = [{User#jid{resource = R}, P} || {R, _Pid, _Prio, P} <- Others],
     Requests = [{#jid{user = CU, server = CS},
                  #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"subscribe">>}]}}
                 || {CU, CS} <- throng_roster:pending_in(Items)],
     Presences ++ Own ++ Requests.
+
+contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
+    From = Sub =:= from orelse Sub =:= both,
+    To = Sub =:= to orelse Sub =:= both,
+    case (From orelse To) andalso throng_router:is_local(CS) of
+        false -> [];
+        true ->
+            Available = throng_sm:available({CU, CS}),
+            [throng_router:deliver(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
+             || From, {R, Pid, _, _} <- Available],
+            [{#jid{user = CU, server = CS, resource = R}, P} || To, {R, _, _, P} <- Available]
+    end.
 
 %% @doc A later available presence: to subscribers and own resources.
 -spec update(#jid{}, #xmlel{}) -> ok.
