@@ -34,7 +34,7 @@ listen:
   - port: $PORT
     starttls: optional
 stats:
-  port: 0
+  port: $((PORT + 58))
 YML
 
 # A bad configuration stops the boot with a message naming the key.
@@ -81,6 +81,13 @@ case "$("$T" sessions)" in *carol@localhost/stay*) ok "sessions lists carol";; *
 expect "kick carol" "$T" kick carol@localhost/stay
 sleep 1
 case "$("$T" sessions)" in *carol@localhost/stay*) fail "carol still connected after kick";; *) ok "kicked session is gone";; esac
+
+# Live statistics: Prometheus text, JSON, the dashboard, the CLI table.
+M="http://127.0.0.1:$((PORT + 58))"
+case "$(curl -s "$M/metrics")" in *"# TYPE throng_sessions"*) ok "/metrics is Prometheus text";; *) fail "/metrics";; esac
+case "$(curl -s "$M/stats")" in "{"*) ok "/stats is JSON";; *) fail "/stats";; esac
+case "$(curl -s "$M/")" in *"<canvas"*|*"<html"*) ok "the dashboard is served";; *) fail "dashboard";; esac
+case "$("$T" stats --once)" in *ession*) ok "bin/throng stats --once";; *) fail "bin/throng stats --once";; esac
 
 # Durability: committed writes survive kill -9.
 expect "roster change and offline message committed" $PY "$ROOT/test/e2e/durability_e2e.py" before 127.0.0.1 "$PORT" "$CA"

@@ -1,0 +1,49 @@
+%% @doc Throng's live statistics: the latest per-second snapshot, the
+%% dashboard's history, the HTTP port, and the terminal table of
+%% `bin/throng stats'. Everything here reads the throng_stats table; no
+%% call waits on the collector.
+-module(throng_stats).
+
+-export([snapshot/0, history/0, http_port/0, text/0, running/0]).
+
+-define(TAB, throng_stats).
+
+%% @doc The latest snapshot, or undefined before the first sample.
+-spec snapshot() -> map() | undefined.
+snapshot() ->
+    try ets:lookup(?TAB, snapshot) of
+        [{snapshot, S}] -> S;
+        [] -> undefined
+    catch error:badarg -> undefined
+    end.
+
+%% @doc The dashboard's chart points, oldest first (at most 300).
+-spec history() -> [map()].
+history() ->
+    try ets:match(?TAB, {{history, '$1'}, '$2'}) of
+        Rows -> [P || [_, P] <- lists:sort(Rows)]
+    catch error:badarg -> []
+    end.
+
+%% @doc The TCP port the HTTP endpoint is bound to (the real one when
+%% stats.port is 0), or undefined when it is not listening.
+-spec http_port() -> inet:port_number() | undefined.
+http_port() ->
+    try ets:lookup(?TAB, http) of
+        [{http, _IP, Port}] -> Port;
+        [] -> undefined
+    catch error:badarg -> undefined
+    end.
+
+%% @doc The terminal table of the latest snapshot.
+-spec text() -> iodata().
+text() ->
+    case snapshot() of
+        undefined -> throng_stats_text:render(undefined);
+        S -> throng_stats_text:render(S)
+    end.
+
+%% @doc Whether the collector runs on this node.
+-spec running() -> boolean().
+running() ->
+    is_pid(whereis(throng_stats_collector)).

@@ -1,0 +1,135 @@
+%% @doc Routing latency, measured by sampling: a few times a second a probe
+%% is put in the message queue of one session process and the time until
+%% that process answers it is recorded in a histogram.
+%%
+%% What a stanza routed to a session waits for is that process's queue: the
+%% messages ahead of it, the process being scheduled (and woken from
+%% hibernation). The probe waits for exactly that. It is a system message
+%% (`{system, From, {debug, {statistics, get}}}'), which every gen_statem
+%% answers from its main loop, in queue order, without running any Throng
+%% code and without cancelling its timeouts: no hook in the router or the
+%% connection. The sessions are visited round robin by walking the session
+%% table from where the last probe stopped (one ets:next per probe), so
+%% over time every session is sampled alike.
+%%
+%% A probe not answered within 10 seconds counts as lost (the session ended,
+%% or its process is stuck: both worth seeing). Rate: application env
+%% `route_probes_per_second' (default 10; 0 turns probing off).
+-module(throng_stats_probe).
+-behaviour(gen_server).
+
+-include_lib("throng/include/throng.hrl").
+
+-export([start_link/0, read/0]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(TAB, throng_stats).
+-define(SESSIONS, throng_session).
+-define(LOST_AFTER_US, 10000000).
+
+-record(st, {hist :: counters:counters_ref(),
+             counts :: counters:counters_ref(),   %% sent, answered, lost
+             every :: pos_integer() | infinity,   %% ms between probes
+             cursor :: term(),
+             inflight = #{} :: #{reference() => integer()}}).
+
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc The histogram and the probe counts so far (empty before start).
+-spec read() -> {throng_stats_hist:reading(), #{sent | answered | lost => non_neg_integer()}}
+              | undefined.
+read() ->
+    case ets:lookup(?TAB, probe) of
+        [{probe, Hist, Counts}] ->
+            {throng_stats_hist:read(Hist),
+             #{sent => counters:get(Counts, 1), answered => counters:get(Counts, 2),
+               lost => counters:get(Counts, 3)}};
+        [] ->
+            undefined
+    end.
+
+-spec init([]) -> {ok, #st{}}.
+init([]) ->
+    Hist = throng_stats_hist:new(),
+    Counts = counters:new(3, []),
+    true = ets:insert(?TAB, {probe, Hist, Counts}),
+    Every = case application:get_env(throng_stats, route_probes_per_second, 10) of
+                0 -> infinity;
+                Rate -> max(1, 1000 div Rate)
+            end,
+    schedule(Every),
+    {ok, #st{hist = Hist, counts = Counts, every = Every}}.
+
+-spec handle_call(term(), gen_server:from(), #st{}) -> {reply, ok, #st{}}.
+handle_call(_Req, _From, St) ->
+    {reply, ok, St}.
+
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(probe, #st{every = Every} = St) ->
+    schedule(Every),
+    {noreply, expire(probe(St))};
+handle_info({Ref, _Reply}, #st{inflight = In, hist = Hist, counts = Counts} = St)
+  when is_reference(Ref) ->
+    case maps:take(Ref, In) of
+        {T0, In1} ->
+            throng_stats_hist:observe(Hist, erlang:monotonic_time(microsecond) - T0),
+            counters:add(Counts, 2, 1),
+            {noreply, St#st{inflight = In1}};
+        error ->
+            {noreply, St}
+    end;
+handle_info(_Msg, St) ->
+    {noreply, St}.
+
+schedule(infinity) -> ok;
+schedule(Ms) -> erlang:send_after(Ms, self(), probe), ok.
+
+probe(#st{cursor = Cursor, inflight = In, counts = Counts} = St) ->
+    case next_session(Cursor) of
+        {Key, Pid} ->
+            Ref = make_ref(),
+            Pid ! {system, {self(), Ref}, {debug, {statistics, get}}},
+            counters:add(Counts, 1, 1),
+            St#st{cursor = Key,
+                  inflight = In#{Ref => erlang:monotonic_time(microsecond)}};
+        none ->
+            St#st{cursor = undefined}
+    end.
+
+%% The session after Cursor in the table (wrapping around), with its pid.
+next_session(Cursor) ->
+    case ets:whereis(?SESSIONS) of
+        undefined -> none;
+        _ ->
+            Next = case Cursor of
+                       undefined -> ets:first(?SESSIONS);
+                       _ -> case ets:next(?SESSIONS, Cursor) of
+                                '$end_of_table' -> ets:first(?SESSIONS);
+                                K -> K
+                            end
+                   end,
+            case Next of
+                '$end_of_table' -> none;
+                {{U, S}, R} = Key ->
+                    case throng_sm:lookup(#jid{user = U, server = S, resource = R}) of
+                        Pid when is_pid(Pid) -> {Key, Pid};
+                        undefined -> none
+                    end
+            end
+    end.
+
+expire(#st{inflight = In, counts = Counts} = St) ->
+    Limit = erlang:monotonic_time(microsecond) - ?LOST_AFTER_US,
+    Lost = maps:filter(fun(_, T0) -> T0 < Limit end, In),
+    case map_size(Lost) of
+        0 -> St;
+        N ->
+            counters:add(Counts, 3, N),
+            St#st{inflight = maps:without(maps:keys(Lost), In)}
+    end.
