@@ -188,7 +188,16 @@ done(State, D) ->
     done(State, D, []).
 
 %% The end of every event: write what was gathered, re-arm the socket.
-done(State, #d{sock = Sock} = D0, Actions) ->
+done(session, #d{sm = SM} = D, Actions) when SM =/= undefined ->
+    %% A client that never acknowledges would make the queue grow forever.
+    case throng_stream_mgmt:pending(SM) > throng_config:get([stream_management, max_unacked]) of
+        true -> stream_error('policy-violation', <<"too many unacknowledged stanzas">>, D);
+        false -> send_out(session, D, Actions)
+    end;
+done(State, D, Actions) ->
+    send_out(State, D, Actions).
+
+send_out(State, #d{sock = Sock} = D0, Actions) ->
     throng_metrics:check_queue(),
     case flush(D0) of
         {ok, D} ->

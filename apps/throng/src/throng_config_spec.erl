@@ -46,8 +46,9 @@ spec() ->
                    "directory outside a release)."},
       log_file =>
           #{type => path, default => <<>>,
-            doc => "Log file; empty means DATA_DIR/log/throng.log. Logs are structured "
-                   "(one event per line, key=value)."},
+            doc => "Log file; empty means DATA_DIR/log/throng.log. One event per line; "
+                   "events are structured reports (key: value, ...). Rotated at 50 MB, 5 "
+                   "files kept."},
       certfile =>
           #{type => path, default => <<>>,
             doc => "PEM certificate chain for STARTTLS. Empty: a self-signed certificate "
@@ -150,9 +151,11 @@ auth_spec() ->
                           doc => "Seconds over which authentication failures from one IP "
                                  "address are counted."},
       max_failure_delay => #{type => {int, 0, 60000}, default => 5000,
-                             doc => "Each further failure from the same address within "
-                                    "failure_window is answered after 100 ms x 2^(n-1), "
-                                    "up to this many milliseconds."}}.
+                             doc => "From the second failure from one address within "
+                                    "failure_window, the n-th failure is answered after "
+                                    "100 ms x 2^(n-2), up to this many milliseconds (the "
+                                    "socket is not read meanwhile). A stream is closed with "
+                                    "policy-violation after 5 failures."}}.
 
 registration_spec() ->
     #{enabled => #{type => boolean, default => false,
@@ -175,8 +178,8 @@ sm_spec() ->
                               "connection ends with a policy-violation stream error and "
                               "the unacknowledged messages go offline."},
       ack_every => #{type => {int, 1, 1000000}, default => 10,
-                     doc => "The server asks for an acknowledgement (<r/>) after this "
-                            "many unacknowledged stanzas."}}.
+                     doc => "The server asks the client for an acknowledgement after "
+                            "this many unacknowledged stanzas."}}.
 
 offline_spec() ->
     #{max_messages => #{type => {int, 0, 10000000}, default => 1000,

@@ -19,12 +19,14 @@ all() ->
      server_requests_ack, ack_drops_queue, ack_too_high_is_error,
      resume_redelivers_unacked, resume_unknown_id_fails, resume_other_user_fails,
      queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
-     clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline].
+     clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
+     never_acking_client_is_cut_off].
 
 init_per_testcase(TC, Config) ->
     SM = case TC of
              timeout_moves_unacked_to_offline -> #{resume_timeout => 1};
              overflow_while_detached_goes_offline -> #{max_unacked => 3};
+             never_acking_client_is_cut_off -> #{max_unacked => 3, ack_every => 100};
              server_requests_ack -> #{ack_every => 2};
              _ -> #{}
          end,
@@ -213,6 +215,16 @@ overflow_while_detached_goes_offline(_) ->
     [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 5)],
     wait_until(fun() -> throng_offline:count(bob()) =:= 5 end, 5000),
     ?assertEqual([], throng_sm:resources({<<"bob">>, <<"localhost">>})).
+
+%% A client that keeps more than max_unacked stanzas unacknowledged is
+%% disconnected; the unacknowledged messages are stored offline.
+never_acking_client_is_cut_off(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    _ = enable(B, false),
+    A = online(<<"alice">>, <<"a">>),
+    [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 4)],
+    ?assertEqual(<<"policy-violation">>, ?C:closed(B, 5000)),
+    wait_until(fun() -> throng_offline:count(bob()) =:= 4 end, 5000).
 
 wait_until(F, Ms) when Ms =< 0 ->
     ?assert(F());
