@@ -52,7 +52,8 @@ unregister(User, Server) ->
             case throng_storage:remove_account(U, S) of
                 ok ->
                     forget_plain(U, S),
-                    [Pid ! {kick, <<"account removed">>} || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+                    _ = [throng_c2s:kick(Pid, <<"account removed">>)
+                         || {_, Pid, _, _} <- throng_sm:resources({U, S})],
                     logger:notice(#{what => account_removed, user => U, server => S}),
                     ok;
                 {error, not_found} = E -> E

@@ -87,7 +87,7 @@ lopt(LRef, Key) ->
 
 new_parser(LRef) ->
     #{opts := #{max_stanza_size := Max, max_depth := Depth}} = opts(LRef),
-    throng_xml_stream:new(#{max_stanza_size => Max, max_depth => Depth}).
+    throng_xml_stream:new(#{max_stanza_size => Max, max_depth => Depth, sizes => true}).
 
 %% @doc Ends a session with a policy-violation stream error (admin kick).
 -spec kick(pid(), binary()) -> ok.
@@ -201,10 +201,10 @@ send_out(State, #d{sock = Sock} = D0, Actions) ->
     throng_metrics:check_queue(),
     case flush(D0) of
         {ok, D} ->
-            case D#d.paused orelse State =:= resumable orelse Sock =:= undefined of
-                true -> ok;
-                false -> _ = activate(D)
-            end,
+            _ = case D#d.paused orelse State =:= resumable orelse Sock =:= undefined of
+                    true -> ok;
+                    false -> activate(D)
+                end,
             {next_state, State, D, Actions ++ shaper_action(D)};
         {error, _} ->
             closed(State, D0#d{out = []})
@@ -266,7 +266,8 @@ xml({stream_start, Name, Attrs}, wait_header, D) ->
     end;
 xml({stream_start, _, _}, _State, D) ->
     stream_error('bad-format', <<"unexpected stream header">>, D);
-xml({stanza, El}, State, D) ->
+xml({stanza, #xmlel{name = Name} = El, Bytes}, State, D) ->
+    throng_metrics:bytes_in(Name, Bytes),
     element(State, El, D).
 
 header_error(Cond, Text, Id, D) ->
@@ -657,10 +658,10 @@ send_stanza(State, El, D) ->
 
 %% A stanza to the client: counted, queued for XEP-0198 if enabled.
 output(Kind, _Item, Bytes, #d{sm = undefined} = D) ->
-    throng_metrics:stanza_out(atom_to_binary(Kind)),
+    throng_metrics:stanza_out(Kind, Bytes),
     emit(Bytes, D);
 output(Kind, Item, Bytes, #d{sm = SM} = D) ->
-    throng_metrics:stanza_out(atom_to_binary(Kind)),
+    throng_metrics:stanza_out(Kind, Bytes),
     D1 = emit(Bytes, D#d{sm = throng_stream_mgmt:sent(Item, SM)}),
     sm_maybe_request(D1).
 

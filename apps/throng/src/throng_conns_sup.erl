@@ -52,10 +52,10 @@ start_connection(Sup, Sock) ->
     receive
         {MRef, {ok, Pid}} ->
             erlang:demonitor(MRef, [flush]),
-            case gen_tcp:controlling_process(Sock, Pid) of
-                ok -> Pid ! {throng_socket, Sock};
-                {error, _} -> _ = gen_tcp:close(Sock), exit(Pid, kill)
-            end,
+            _ = case gen_tcp:controlling_process(Sock, Pid) of
+                    ok -> Pid ! {throng_socket, Sock};
+                    {error, _} -> _ = gen_tcp:close(Sock), exit(Pid, kill)
+                end,
             {ok, Pid};
         {'DOWN', MRef, process, _, Reason} ->
             _ = gen_tcp:close(Sock),

@@ -8,7 +8,8 @@
 -module(throng_metrics).
 
 -export([init/0, incr/1, add/2, value/1, all/0, names/0, gauges/0]).
--export([stanza_in/1, stanza_out/1, check_queue/0, hot_queues/0, init_hot_queues/0]).
+-export([stanza_in/1, stanza_out/2, bytes_in/2, check_queue/0, hot_queues/0,
+         init_hot_queues/0]).
 
 -define(KEY, {?MODULE, counters}).
 
@@ -43,7 +44,15 @@
          sm_resumed,               %% XEP-0198 resumptions that succeeded
          sm_redelivered,           %% unacknowledged stanzas re-sent on resumption
          shaper_delays,            %% times a connection was paused by its traffic shaper
-         registrations]).          %% accounts created (in-band or admin)
+         registrations,            %% accounts created (in-band or admin)
+         bytes_in_message,         %% stanza bytes from clients, by kind
+         bytes_in_presence,
+         bytes_in_iq,
+         bytes_in_other,
+         bytes_out_message,        %% stanza bytes to clients, by kind
+         bytes_out_presence,
+         bytes_out_iq,
+         bytes_out_other]).
 
 -type name() :: atom().
 -export_type([name/0]).
@@ -96,11 +105,24 @@ stanza_in(<<"presence">>) -> incr(stanzas_in_presence);
 stanza_in(<<"iq">>) -> incr(stanzas_in_iq);
 stanza_in(_) -> incr(stanzas_in_other).
 
--spec stanza_out(binary()) -> ok.
-stanza_out(<<"message">>) -> incr(stanzas_out_message);
-stanza_out(<<"presence">>) -> incr(stanzas_out_presence);
-stanza_out(<<"iq">>) -> incr(stanzas_out_iq);
-stanza_out(_) -> incr(stanzas_out_other).
+%% @doc A stanza of a kind was written to a client (Bytes: its serialized form).
+-spec stanza_out(message | presence | iq | other, iodata()) -> ok.
+stanza_out(Kind, Bytes) ->
+    {Count, Size} = case Kind of
+                        message -> {stanzas_out_message, bytes_out_message};
+                        presence -> {stanzas_out_presence, bytes_out_presence};
+                        iq -> {stanzas_out_iq, bytes_out_iq};
+                        other -> {stanzas_out_other, bytes_out_other}
+                    end,
+    incr(Count),
+    add(Size, iolist_size(Bytes)).
+
+%% @doc Bytes of a stanza received from a client, by its element name.
+-spec bytes_in(binary(), non_neg_integer()) -> ok.
+bytes_in(<<"message">>, N) -> add(bytes_in_message, N);
+bytes_in(<<"presence">>, N) -> add(bytes_in_presence, N);
+bytes_in(<<"iq">>, N) -> add(bytes_in_iq, N);
+bytes_in(_, N) -> add(bytes_in_other, N).
 
 %%% Message-queue watch. A connection process checks its own queue length
 %%% after each event it handles (one cheap BIF on its own process); only a

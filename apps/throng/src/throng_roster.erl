@@ -232,8 +232,8 @@ maybe_push(User, _Old, New, Ver) ->
 %% to its client if that client requested the roster.
 -spec push(#jid{}, #roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> ok.
 push(#jid{user = U, server = S}, Item, Ver) ->
-    [Pid ! {roster_push, Item, Ver} || {_, Pid, _, _} <- throng_sm:resources({U, S})],
-    ok.
+    lists:foreach(fun({_, Pid, _, _}) -> Pid ! {roster_push, Item, Ver} end,
+                  throng_sm:resources({U, S})).
 
 %% @doc The roster push IQ for an item (RFC 6121 §2.1.6).
 -spec push_el(#roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> #xmlel{}.

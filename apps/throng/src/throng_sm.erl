@@ -22,7 +22,8 @@
 
 %% prio: undefined while the resource is not available (no initial presence
 %% yet, or it sent unavailable). pres: the presence element, without from and
-%% to, or undefined.
+%% to, or undefined. (Match specs below spell the record as a plain tuple,
+%% {session, Key, Pid, Prio, Pres}, since '$1' is not of the fields' types.)
 -record(session, {key :: {{binary(), binary()}, binary()},
                   pid :: pid(),
                   prio :: undefined | integer(),
@@ -56,7 +57,7 @@ register(#jid{user = U, server = S, resource = R}, Pid) ->
 -spec unregister(#jid{}, pid()) -> ok.
 unregister(#jid{user = U, server = S, resource = R}, Pid) ->
     Key = {{U, S}, R},
-    _ = ets:select_delete(?TAB, [{#session{key = Key, pid = Pid, _ = '_'}, [], [true]}]),
+    _ = ets:select_delete(?TAB, [{{session, Key, Pid, '_', '_'}, [], [true]}]),
     ok.
 
 %% @doc Records a resource's presence: a priority and presence element when
@@ -69,13 +70,12 @@ set_presence(#jid{user = U, server = S, resource = R}, Prio, Pres) ->
 %% @doc Every bound resource of a bare JID.
 -spec resources({binary(), binary()}) -> [entry()].
 resources(US) ->
-    ets:select(?TAB, [{#session{key = {US, '$1'}, pid = '$2', prio = '$3', pres = '$4'},
-                       [], [{{'$1', '$2', '$3', '$4'}}]}]).
+    ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'}, [], [{{'$1', '$2', '$3', '$4'}}]}]).
 
 %% @doc The available resources of a bare JID (those that sent presence).
 -spec available({binary(), binary()}) -> [entry()].
 available(US) ->
-    ets:select(?TAB, [{#session{key = {US, '$1'}, pid = '$2', prio = '$3', pres = '$4'},
+    ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'},
                        [{'=/=', '$3', undefined}], [{{'$1', '$2', '$3', '$4'}}]}]).
 
 %% @doc The process of a full JID.

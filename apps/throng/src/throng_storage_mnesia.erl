@@ -132,7 +132,7 @@ count_accounts(S) ->
 
 -spec list_accounts(binary()) -> [binary()].
 list_accounts(S) ->
-    mnesia:dirty_select(throng_account, [{#throng_account{us = {'$1', S}, _ = '_'}, [], ['$1']}]).
+    mnesia:dirty_select(throng_account, [{{throng_account, {'$1', S}, '_'}, [], ['$1']}]).
 
 %% Batches keep each transaction (and its log record) a reasonable size.
 -define(BULK_BATCH, 500).

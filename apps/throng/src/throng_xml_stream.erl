@@ -62,9 +62,11 @@
 
 -compile({inline, [byte/2, piece/4, skip_lf/2, add_text/2, nwf/1, next_stop/4]}).
 
--type opts() :: #{max_stanza_size => pos_integer(), max_depth => pos_integer()}.
+-type opts() :: #{max_stanza_size => pos_integer(), max_depth => pos_integer(),
+                  sizes => boolean()}.
 -type event() :: {stream_start, Name :: binary(), Attrs :: [{binary(), binary()}]}
                | {stanza, #xmlel{}}
+               | {stanza, #xmlel{}, Bytes :: pos_integer()}   % with sizes => true
                | stream_end
                | {error, Condition :: atom(), Text :: binary()}.
 
@@ -93,7 +95,8 @@
              max_size :: pos_integer(),
              max_depth :: pos_integer(),
              name = <<>> :: binary(),        % stream header name, for its end tag
-             unit = none :: none | #unit{}}).
+             unit = none :: none | #unit{},
+             sizes = false :: boolean()}).   % {stanza, El, Bytes} events
 
 -opaque state() :: #st{}.
 
@@ -108,9 +111,11 @@
 -spec new(opts()) -> state().
 new(Opts) ->
     case {maps:get(max_stanza_size, Opts, ?DEFAULT_MAX_STANZA_SIZE),
-          maps:get(max_depth, Opts, ?DEFAULT_MAX_DEPTH)} of
-        {Size, Depth} when is_integer(Size), Size > 0, is_integer(Depth), Depth > 0 ->
-            #st{max_size = Size, max_depth = Depth};
+          maps:get(max_depth, Opts, ?DEFAULT_MAX_DEPTH),
+          maps:get(sizes, Opts, false)} of
+        {Size, Depth, Sizes} when is_integer(Size), Size > 0, is_integer(Depth), Depth > 0,
+                                  is_boolean(Sizes) ->
+            #st{max_size = Size, max_depth = Depth, sizes = Sizes};
         _ ->
             erlang:error(badarg, [Opts])
     end.
@@ -203,7 +208,7 @@ stanza(#st{max_size = Max, max_depth = MaxDepth} = St, D, Q, Evs) ->
     Region = binary_part(D, Q, min(Avail, Max)),
     try parse_el(Region, MaxDepth) of
         {El, Len} ->
-            step(St, D, Q + Len, [{stanza, detach(El, D, Len)} | Evs])
+            step(St, D, Q + Len, [stanza_event(St, detach(El, D, Len), Len) | Evs])
     catch
         throw:incomplete when Avail >= Max ->
             fail(St, Evs, 'policy-violation', <<"stanza too big">>);
@@ -272,6 +277,11 @@ unit(St, Bin, D, End, Evs) ->
         throw:incomplete -> fail(St, Evs, 'not-well-formed', <<"malformed markup">>)
     end.
 
+%% With the `sizes' option, a stanza event carries its size in bytes (the
+%% statistics count bytes by stanza kind).
+stanza_event(#st{sizes = true}, El, Bytes) -> {stanza, El, Bytes};
+stanza_event(#st{sizes = false}, El, _Bytes) -> {stanza, El}.
+
 %% The state after unit Bin and its events, newest first.
 unit_events(#st{phase = decl} = St, <<"<?", _/binary>> = Bin) ->
     ok = decl(Bin),
@@ -284,7 +294,7 @@ unit_events(#st{phase = stream, name = Name} = St, <<"</", _/binary>> = Bin) ->
     end;
 unit_events(#st{phase = stream, max_depth = MaxDepth} = St, Bin) ->
     {El, _} = complete(parse_el(Bin, MaxDepth), Bin),
-    {St, [{stanza, El}]};
+    {St, [stanza_event(St, El, byte_size(Bin))]};
 unit_events(St, Bin) ->
     {{Name, Attrs0, Empty}, _} = complete(start_tag(Bin), Bin),
     Attrs = [{binary:copy(K), binary:copy(V)} || {K, V} <- Attrs0],

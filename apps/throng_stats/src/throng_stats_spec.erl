@@ -111,6 +111,10 @@ table() ->
      ?M(throng_stanzas_in, counter, "stanzas",
         "Stanzas received from clients, by kind (message, presence, iq, other = nonzas)."),
      ?M(throng_stanzas_out, counter, "stanzas", "Stanzas written to clients, by kind."),
+     ?M(throng_stanza_bytes_in, counter, "bytes",
+        "Bytes of the stanzas received from clients, by kind (as parsed, after TLS)."),
+     ?M(throng_stanza_bytes_out, counter, "bytes",
+        "Bytes of the stanzas written to clients, by kind (serialized, before TLS)."),
      ?M(throng_bytes_received, counter, "bytes", "Bytes read from client sockets (after TLS)."),
      ?M(throng_bytes_sent, counter, "bytes", "Bytes written to client sockets (before TLS)."),
      ?M(throng_messages_routed, counter, "messages", "Messages delivered to a local session."),
@@ -165,5 +169,7 @@ xmpp_counter(Name) ->
     case atom_to_binary(Name) of
         <<"stanzas_in_", Kind/binary>> -> {throng_stanzas_in, [{kind, Kind}]};
         <<"stanzas_out_", Kind/binary>> -> {throng_stanzas_out, [{kind, Kind}]};
+        <<"bytes_in_", Kind/binary>> -> {throng_stanza_bytes_in, [{kind, Kind}]};
+        <<"bytes_out_", Kind/binary>> -> {throng_stanza_bytes_out, [{kind, Kind}]};
         Bin -> {binary_to_atom(<<"throng_", Bin/binary>>), []}
     end.
