@@ -9,7 +9,42 @@
 %% (RSS connected - RSS offline) / N.
 -module(membench).
 
--export([main/1]).
+-export([main/1, allocators/0]).
+
+%% @doc Runs on the server node: per allocator type, the bytes of carriers
+%% it holds and of blocks in use, summed over instances (the difference is
+%% free space inside carriers: fragmentation and cached carriers).
+allocators() ->
+    Types = [eheap_alloc, binary_alloc, ets_alloc, driver_alloc, std_alloc, ll_alloc,
+             sl_alloc, temp_alloc, fix_alloc, literal_alloc],
+    [begin
+         Insts = erlang:system_info({allocator, T}),
+         {C, B} = lists:foldl(fun({instance, _, Props}, {CA, BA}) ->
+                                      {CA + carriers(Props), BA + blocks(Props)};
+                                 (_, Acc) -> Acc
+                              end, {0, 0}, Insts),
+         {T, C, B}
+     end || T <- Types].
+
+carriers(Props) ->
+    lists:sum([size_of(carriers_size, proplists:get_value(K, Props, [])) || K <- [mbcs, sbcs, mbcs_pool]]).
+
+blocks(Props) ->
+    lists:sum([size_of(blocks_size, proplists:get_value(K, Props, [])) || K <- [mbcs, sbcs, mbcs_pool]]).
+
+size_of(Key, L) when is_list(L) ->
+    case lists:keyfind(Key, 1, L) of
+        {Key, V} when is_integer(V) -> V;
+        {Key, V, _, _} -> V;
+        _ ->
+            %% OTP 25 reports blocks per allocator type: {blocks, [{Type, [{size,..}]}]}
+            case lists:keyfind(blocks, 1, L) of
+                {blocks, Bs} when Key =:= blocks_size ->
+                    lists:sum([Cur || {_, P} <- Bs, {size, Cur, _, _} <- [lists:keyfind(size, 1, P)]]);
+                _ -> 0
+            end
+    end;
+size_of(_, _) -> 0.
 
 -define(HDR, "<?xml version='1.0'?><stream:stream to='localhost' xmlns='jabber:client' "
              "xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>").
@@ -56,6 +91,9 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     end,
     Ports = [P || P <- proplists:get_value(links, C2S), is_port(P)],
     io:format("  its socket: ~p~n", [[rpc:call(Node, erlang, port_info, [P, memory]) || P <- Ports]]),
+    io:format("~nallocators (carriers / blocks, MB), connected:~n", []),
+    [io:format("  ~-12s ~8.1f / ~8.1f~n", [A, C / 1048576, B / 1048576])
+     || {A, C, B} <- rpc:call(Node, ?MODULE, allocators, [])],
     io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
               [PerSession(rss), N, Sessions]),
     [gen_tcp:close(S) || {S, _} <- Clients],

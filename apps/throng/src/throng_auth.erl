@@ -72,7 +72,7 @@ with_account(User, Server, Password, Fun) ->
     end.
 
 prepare(User, Server) ->
-    case {prepare_user(User), throng_jid:nameprep(Server)} of
+    case {prepare_user(User), throng_jid:domainprep(Server)} of
         {error, _} -> {error, invalid_user};
         {_, error} -> {error, unknown_host};
         {U, S} ->
@@ -124,7 +124,7 @@ bulk_register(Server, Prefix, N, Password, Contacts) ->
 -spec bulk_register(binary(), binary(), pos_integer(), binary(), non_neg_integer(),
                     pos_integer()) -> {ok, non_neg_integer()} | {error, term()}.
 bulk_register(Server, Prefix, N, Password, Contacts, Iterations) ->
-    case {throng_jid:nameprep(Server), throng_saslprep:prepare(Password)} of
+    case {throng_jid:domainprep(Server), throng_saslprep:prepare(Password)} of
         {S, {ok, Pw}} when is_binary(S), Pw =/= <<>> ->
             case throng_router:is_local(S) of
                 false -> {error, unknown_host};

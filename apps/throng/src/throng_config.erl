@@ -155,7 +155,7 @@ value(string, V, W) -> fail(W, "expected a string, got ~ts", [show(V)]);
 value(path, V, W) -> value(string, V, W);
 value(domain, V, W) ->
     S = value(string, V, W),
-    case throng_jid:nameprep(S) of
+    case throng_jid:domainprep(S) of
         D when is_binary(D), D =/= <<>> -> D;
         _ -> fail(W, "expected a domain name, got ~ts", [show(V)])
     end;

@@ -17,7 +17,7 @@
 
 -export([parse/1, make/3, to_binary/1, to_bare_binary/1, bare/1, is_bare/1,
          server_jid/1]).
--export([nodeprep/1, nameprep/1, resourceprep/1]).
+-export([nodeprep/1, nameprep/1, resourceprep/1, domainprep/1]).
 
 -type jid() :: #jid{}.
 -export_type([jid/0]).
@@ -193,6 +193,16 @@ nodeprep(Bin) ->
     case node_canonical(Bin) of
         true -> Bin;
         false -> stringprep:nodeprep(Bin)
+    end.
+
+%% @doc A domainpart as a JID holds it: nameprep plus the checks nameprep
+%% leaves out (labels of letters, digits, '-' and '_'; IPv6 literals in
+%% brackets). For configured hosts and stream headers.
+-spec domainprep(binary()) -> binary() | error.
+domainprep(Bin) ->
+    case domain(Bin) of
+        {ok, D} -> D;
+        error -> error
     end.
 
 %% @doc Nameprep (RFC 3491).

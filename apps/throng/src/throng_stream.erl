@@ -59,7 +59,7 @@ check_version(Attrs, Hosts) ->
 check_host(undefined, [Host | _]) ->
     {ok, Host};
 check_host(To, Hosts) ->
-    case throng_jid:nameprep(To) of
+    case throng_jid:domainprep(To) of
         error -> {error, 'host-unknown', <<"unknown domain">>};
         Host ->
             case lists:member(Host, Hosts) of
