@@ -1,0 +1,218 @@
+%% @doc Per-VM hot counters and latency histograms.
+%%
+%% Every load-generating VM (the controller when it runs users itself, and
+%% each worker VM) holds one `counters' array and one histogram per timed
+%% transaction, created by {@link init/0} and found through persistent_term.
+%% Simulated users and connection processes bump them directly; nothing sends
+%% a message per event. One collector per run reads {@link snapshot/0} of
+%% every VM once a second and works out rates from the differences.
+-module(throng_bench_metrics).
+
+-export([init/0, inc/1, add/2, sub/2, observe/2, count_error/1, count_error/2,
+         snapshot/0, vm_memory/0, empty_snapshot/0, merge/2, counter_names/0, hist_names/0,
+         error_types/0, classify/1, now_us/0]).
+
+-export_type([counter/0, hist_name/0, error_type/0, snapshot/0]).
+
+-type counter() :: users_launched | users_connected | users_logged_in | users_finished
+                 | users_failed | conns_open | sessions | connects | logins
+                 | stanzas_in | stanzas_out | bytes_in | bytes_out
+                 | msgs_sent | msgs_received | msgs_bounced | msgs_unsent
+                 | requests | responses | bad_status
+                 | err_econnrefused | err_econnreset | err_closed | err_timeout
+                 | err_auth_failure | err_stream_error | err_other.
+-type hist_name() :: connect | tls | register | auth | bind | roster | presence | login
+                   | delivery | response.
+-type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
+                    | stream_error | other.
+-type snapshot() :: #{counters := #{counter() => integer()},
+                      hists := #{hist_name() => throng_bench_hist:snapshot()},
+                      other_reasons := #{binary() => non_neg_integer()},
+                      memory := non_neg_integer(),
+                      vms := non_neg_integer()}.
+
+-define(KEY, {?MODULE, counters}).
+-define(REASONS, throng_bench_other_reasons).
+-define(MAX_REASONS, 20).
+
+%% @doc The counters, in the order of their indices.
+-spec counter_names() -> [counter()].
+counter_names() ->
+    [users_launched, users_connected, users_logged_in, users_finished, users_failed,
+     conns_open, sessions, connects, logins,
+     stanzas_in, stanzas_out, bytes_in, bytes_out,
+     msgs_sent, msgs_received, msgs_bounced, msgs_unsent,
+     requests, responses, bad_status,
+     err_econnrefused, err_econnreset, err_closed, err_timeout,
+     err_auth_failure, err_stream_error, err_other].
+
+-spec hist_names() -> [hist_name()].
+hist_names() ->
+    [connect, tls, register, auth, bind, roster, presence, login, delivery, response].
+
+-spec error_types() -> [error_type()].
+error_types() ->
+    [econnrefused, econnreset, closed, timeout, auth_failure, stream_error, other].
+
+%% @doc Create (first call in a VM) or zero (later calls) this VM's metrics.
+-spec init() -> ok.
+init() ->
+    case persistent_term:get(?KEY, undefined) of
+        undefined ->
+            C = counters:new(length(counter_names()), [write_concurrency]),
+            persistent_term:put(?KEY, C),
+            [persistent_term:put({?MODULE, H}, throng_bench_hist:new()) || H <- hist_names()],
+            ok;
+        C ->
+            [counters:put(C, I, 0) || I <- lists:seq(1, length(counter_names()))],
+            [throng_bench_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
+            ok
+    end,
+    case ets:whereis(?REASONS) of
+        undefined ->
+            %% Owned by a process that lives as long as the VM's code does.
+            Self = self(),
+            Pid = spawn(fun() ->
+                                _ = ets:new(?REASONS, [named_table, public, set]),
+                                Self ! {self(), ready},
+                                receive stop -> ok end
+                        end),
+            receive {Pid, ready} -> ok end;
+        _ -> ets:delete_all_objects(?REASONS)
+    end,
+    ok.
+
+-spec inc(counter()) -> ok.
+inc(Name) -> counters:add(persistent_term:get(?KEY), ix(Name), 1).
+
+-spec add(counter(), integer()) -> ok.
+add(Name, N) -> counters:add(persistent_term:get(?KEY), ix(Name), N).
+
+-spec sub(counter(), integer()) -> ok.
+sub(Name, N) -> counters:sub(persistent_term:get(?KEY), ix(Name), N).
+
+%% @doc Record a duration in microseconds in a histogram.
+-spec observe(hist_name(), integer()) -> ok.
+observe(Name, Us) -> throng_bench_hist:record(persistent_term:get({?MODULE, Name}), Us).
+
+%% @doc Count one error, classifying an arbitrary reason.
+-spec count_error(term()) -> error_type().
+count_error(Reason) ->
+    Type = classify(Reason),
+    count_error(Type, Reason).
+
+%% @doc Count one error of a known type; `Reason' is remembered (up to 20
+%% distinct ones per VM) when the type is `other'.
+-spec count_error(error_type(), term()) -> error_type().
+count_error(Type, Reason) ->
+    inc(err_ix(Type)),
+    case Type of
+        other -> note_reason(Reason);
+        _ -> ok
+    end,
+    Type.
+
+note_reason(Reason) ->
+    Key = iolist_to_binary(io_lib:format("~0tP", [Reason, 8])),
+    try
+        case ets:info(?REASONS, size) < ?MAX_REASONS orelse ets:member(?REASONS, Key) of
+            true -> _ = ets:update_counter(?REASONS, Key, 1, {Key, 0}), ok;
+            false -> ok
+        end
+    catch error:badarg -> ok
+    end.
+
+%% @doc Map a socket or protocol failure to an error type.
+-spec classify(term()) -> error_type().
+classify(econnrefused) -> econnrefused;
+classify(econnreset) -> econnreset;
+classify(epipe) -> econnreset;
+classify(closed) -> closed;
+classify(timeout) -> timeout;
+classify(etimedout) -> timeout;
+classify({timeout, _Step}) -> timeout;
+classify(auth_failure) -> auth_failure;
+classify({auth_failure, _}) -> auth_failure;
+classify({stream_error, _}) -> stream_error;
+classify(stream_error) -> stream_error;
+classify({tls, _}) -> other;
+classify({error, R}) -> classify(R);
+classify(_) -> other.
+
+%% @doc This VM's counters and histograms, now.
+-spec snapshot() -> snapshot().
+snapshot() ->
+    C = persistent_term:get(?KEY),
+    Names = counter_names(),
+    Counters = maps:from_list(lists:zip(Names, [counters:get(C, I) || I <- lists:seq(1, length(Names))])),
+    Hists = maps:from_list([{H, throng_bench_hist:snapshot(persistent_term:get({?MODULE, H}))}
+                            || H <- hist_names()]),
+    Reasons = try maps:from_list(ets:tab2list(?REASONS)) catch error:badarg -> #{} end,
+    #{counters => Counters, hists => Hists, other_reasons => Reasons,
+      memory => vm_memory(), vms => 1}.
+
+%% @doc The VM's memory (erlang:memory(total)) without the calling process:
+%% when the collector runs in the same VM as the users, its own heap (the
+%% time series it keeps) is not load-generator cost per user.
+-spec vm_memory() -> non_neg_integer().
+vm_memory() ->
+    {memory, Own} = erlang:process_info(self(), memory),
+    erlang:memory(total) - Own.
+
+%% @doc The snapshot of no VM at all (the unit of merge/2).
+-spec empty_snapshot() -> snapshot().
+empty_snapshot() ->
+    #{counters => maps:from_list([{N, 0} || N <- counter_names()]),
+      hists => maps:from_list([{H, throng_bench_hist:empty()} || H <- hist_names()]),
+      other_reasons => #{}, memory => 0, vms => 0}.
+
+%% @doc Add up the snapshots of two VMs.
+-spec merge(snapshot(), snapshot()) -> snapshot().
+merge(#{counters := C1, hists := H1, other_reasons := R1, memory := M1, vms := V1},
+      #{counters := C2, hists := H2, other_reasons := R2, memory := M2, vms := V2}) ->
+    #{counters => maps:map(fun(K, V) -> V + maps:get(K, C2, 0) end, C1),
+      hists => maps:map(fun(K, V) -> throng_bench_hist:merge(V, maps:get(K, H2)) end, H1),
+      other_reasons => maps:fold(fun(K, V, Acc) -> Acc#{K => V + maps:get(K, Acc, 0)} end, R1, R2),
+      memory => M1 + M2, vms => V1 + V2}.
+
+%% @doc Wall-clock microseconds (the same clock on every VM of one host).
+-spec now_us() -> integer().
+now_us() -> erlang:system_time(microsecond).
+
+%% internal
+
+err_ix(econnrefused) -> err_econnrefused;
+err_ix(econnreset) -> err_econnreset;
+err_ix(closed) -> err_closed;
+err_ix(timeout) -> err_timeout;
+err_ix(auth_failure) -> err_auth_failure;
+err_ix(stream_error) -> err_stream_error;
+err_ix(other) -> err_other.
+
+ix(users_launched) -> 1;
+ix(users_connected) -> 2;
+ix(users_logged_in) -> 3;
+ix(users_finished) -> 4;
+ix(users_failed) -> 5;
+ix(conns_open) -> 6;
+ix(sessions) -> 7;
+ix(connects) -> 8;
+ix(logins) -> 9;
+ix(stanzas_in) -> 10;
+ix(stanzas_out) -> 11;
+ix(bytes_in) -> 12;
+ix(bytes_out) -> 13;
+ix(msgs_sent) -> 14;
+ix(msgs_received) -> 15;
+ix(msgs_bounced) -> 16;
+ix(msgs_unsent) -> 17;
+ix(requests) -> 18;
+ix(responses) -> 19;
+ix(bad_status) -> 20;
+ix(err_econnrefused) -> 21;
+ix(err_econnreset) -> 22;
+ix(err_closed) -> 23;
+ix(err_timeout) -> 24;
+ix(err_auth_failure) -> 25;
+ix(err_stream_error) -> 26;
+ix(err_other) -> 27.

@@ -1,0 +1,77 @@
+%% @doc The transport under a simulated XMPP user: a gen_tcp socket (inet
+%% driver, active-once), optionally upgraded to TLS with fast_tls after
+%% STARTTLS. The protocol code (throng_bench_xmpp_user) sees only
+%% connect/send/decode/activate/close and never the difference.
+-module(throng_bench_xmpp_conn).
+
+-export([connect/4, send/2, activate/1, decode/2, starttls/1, close/1, socket/1]).
+
+-export_type([conn/0]).
+
+-type conn() :: {tcp, gen_tcp:socket()} | {tls, gen_tcp:socket(), term()}.
+
+%% @doc Connect from Src (an address or `any'). Buffer is the size of the
+%% inet driver's receive buffer: the driver keeps one of that size for every
+%% socket for as long as the socket lives, so for many idle users a small one
+%% (a few hundred bytes) saves memory; bigger stanzas then arrive in several
+%% reads.
+-spec connect(inet:ip_address(), inet:port_number(), inet:ip_address() | any,
+              {timeout(), pos_integer()}) -> {ok, conn()} | {error, term()}.
+connect(Ip, Port, Src, {Timeout, Buffer}) ->
+    Opts = [binary, {active, false}, {nodelay, true}, {show_econnreset, true}, {buffer, Buffer},
+            {send_timeout, 30000}, {send_timeout_close, true}
+            | case Src of any -> []; _ -> [{ip, Src}] end],
+    case gen_tcp:connect(Ip, Port, Opts, Timeout) of
+        {ok, S} -> {ok, {tcp, S}};
+        {error, _} = E -> E
+    end.
+
+%% @doc Send bytes (an iolist); counts them.
+-spec send(conn(), iodata()) -> ok | {error, term()}.
+send({tcp, S}, Data) ->
+    throng_bench_metrics:add(bytes_out, iolist_size(Data)),
+    gen_tcp:send(S, Data);
+send({tls, _S, T}, Data) ->
+    throng_bench_metrics:add(bytes_out, iolist_size(Data)),
+    fast_tls:send(T, iolist_to_binary(Data)).
+
+%% @doc Ask for the next packet ({tcp, S, Data}) as a message.
+-spec activate(conn()) -> ok | {error, term()}.
+activate({tcp, S}) -> inet:setopts(S, [{active, once}]);
+activate({tls, S, _}) -> inet:setopts(S, [{active, once}]).
+
+%% @doc Bytes that arrived on the socket -> application bytes.
+-spec decode(conn(), binary()) -> {ok, binary()} | {error, term()}.
+decode({tcp, _}, Data) ->
+    throng_bench_metrics:add(bytes_in, byte_size(Data)),
+    {ok, Data};
+decode({tls, _, T}, Data) ->
+    throng_bench_metrics:add(bytes_in, byte_size(Data)),
+    case fast_tls:recv_data(T, Data) of
+        {ok, Plain} -> {ok, Plain};
+        {error, R} -> {error, {tls, R}}
+    end.
+
+%% @doc Start TLS as the client on a plain connection (after <proceed/>).
+%% The handshake runs as data arrives through decode/2.
+-spec starttls(conn()) -> {ok, conn()} | {error, term()}.
+starttls({tcp, S}) ->
+    case fast_tls:tcp_to_tls(S, [connect]) of
+        {ok, T} ->
+            %% produce the ClientHello
+            case fast_tls:recv_data(T, <<>>) of
+                {ok, _} -> {ok, {tls, S, T}};
+                {error, R} -> {error, {tls, R}}
+            end;
+        {error, R} -> {error, {tls, R}}
+    end.
+
+-spec close(conn() | undefined) -> ok.
+close(undefined) -> ok;
+close({tcp, S}) -> _ = gen_tcp:close(S), ok;
+close({tls, S, T}) -> _ = (catch fast_tls:close(T)), _ = gen_tcp:close(S), ok.
+
+%% @doc The gen_tcp socket (messages arrive tagged with it).
+-spec socket(conn()) -> gen_tcp:socket().
+socket({tcp, S}) -> S;
+socket({tls, S, _}) -> S.

@@ -1,0 +1,176 @@
+%% @doc The xmpp job in one load-generating VM: a launcher that starts
+%% simulated users at the arrival times of this VM's share of the arrival
+%% phases. Users still running are counted from the metrics (launched -
+%% finished - failed) and found, to be told to leave at the deadline or to be
+%% killed, by their initial call: no table entry per user.
+-module(throng_bench_xmpp_job).
+-behaviour(throng_bench_worker).
+
+-compile({no_auto_import, [halt/0]}).
+
+-export([start/2, status/0, stop/0, halt/0, compile/1]).
+
+-define(JOB, throng_bench_xmpp_job).
+-define(SAMPLE, 100).
+
+%% @doc Start this VM's share {K, W} of the arrivals of a scenario.
+-spec start(map(), {non_neg_integer(), pos_integer()}) -> ok.
+start(Scenario, {K, W}) ->
+    halt(),
+    Cfg = compile(Scenario),
+    persistent_term:put(throng_bench_xmpp_user:config_key(), Cfg),
+    case maps:get(tls, Cfg) of
+        starttls ->
+            case application:ensure_all_started(fast_tls) of
+                {ok, _} -> ok;
+                {error, R} -> error({fast_tls_not_available, R})
+            end;
+        none -> ok
+    end,
+    %% The VM's memory once everything but the users is in place (code
+    %% loaded, metrics created): what users add is measured from here.
+    _ = [{module, _} = code:ensure_loaded(M)
+     || M <- [throng_bench_xmpp_user, throng_bench_xmpp_conn, throng_bench_xmpp_users,
+              throng_bench_sasl, throng_bench_rand, throng_xml_stream, throng_xml]],
+    Phases = throng_bench_arrival:split(maps:get(arrival, Scenario), {K, W}),
+    Seed = {maps:get(seed, Scenario, 0), K},
+    Self = self(),
+    Pid = spawn(fun() ->
+                        register(?JOB, self()),
+                        Job = self(),
+                        erlang:garbage_collect(),
+                        put(memory0, throng_bench_metrics:vm_memory()),
+                        T0 = erlang:monotonic_time(microsecond),
+                        Launcher = spawn_link(fun() ->
+                                                      launch(throng_bench_arrival:init(Phases, Seed),
+                                                             T0, 0, {K, W},
+                                                             rand:seed_s(exsss, erlang:phash2(Seed)),
+                                                             Cfg),
+                                                      Job ! launcher_done
+                                              end),
+                        Self ! {?JOB, started},
+                        job_loop(Launcher, false, [])
+                end),
+    receive {?JOB, started} -> ok after 10000 -> exit(Pid, kill), error(job_start_timeout) end.
+
+%% @doc The configuration every user of this VM reads (persistent_term):
+%% resolved address, compiled population, session profiles as a tuple.
+-spec compile(map()) -> map().
+compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := Timeouts}) ->
+    #{host := Host, port := Port, domain := Domain, tls := Tls, auth := Auth,
+      resource := Resource} = Srv,
+    Ip = case inet:getaddr(binary_to_list(Host), inet) of
+             {ok, A} -> A;
+             {error, _} ->
+                 case inet:getaddr(binary_to_list(Host), inet6) of
+                     {ok, A6} -> A6;
+                     {error, R} -> error({cannot_resolve, Host, R})
+                 end
+         end,
+    #{ip => Ip, port => Port, domain => Domain, tls => Tls, auth => Auth,
+      resource => Resource, register => maps:get(register, Users),
+      users => case Users of
+                   #{compiled := C} -> C;
+                   _ -> throng_bench_xmpp_users:compile(Users)
+               end,
+      srcs => list_to_tuple(maps:get(source_ips, S, [any])),
+      profiles => list_to_tuple([maps:with([name, probability, roster, presence, chat, keepalive, length], P)
+                                 || P <- Sessions]),
+      timeouts => Timeouts, drain => maps:get(drain, S),
+      socket_buffer => maps:get(socket_buffer, S)}.
+
+job_loop(Launcher, Done, Sample) ->
+    receive
+        launcher_done -> job_loop(Launcher, true, Sample);
+        {sample, Pid} -> job_loop(Launcher, Done, [Pid | Sample]);
+        {status, From} ->
+            #{counters := C} = throng_bench_metrics:snapshot(),
+            Active = maps:get(users_launched, C) - maps:get(users_finished, C)
+                - maps:get(users_failed, C),
+            From ! {?JOB, (user_memory(Sample))#{done => Done andalso Active =< 0,
+                                                 active => Active, launching => not Done,
+                                                 memory0 => get(memory0)}},
+            job_loop(Launcher, Done, Sample);
+        stop ->
+            Launcher ! stop,
+            each_user(fun(P) -> P ! finish end),
+            job_loop(Launcher, Done, Sample);
+        {halt, From} ->
+            unlink(Launcher),
+            exit(Launcher, kill),
+            each_user(fun(P) -> exit(P, kill) end),
+            From ! {?JOB, halted}
+    end.
+
+each_user(F) ->
+    lists:foreach(fun(P) ->
+                          case throng_bench_xmpp_user:is_user(P) of
+                              true -> F(P);
+                              false -> ok
+                          end
+                  end, erlang:processes()).
+
+%% Memory of the first users this VM launched that are still running
+%% (heap, stack, process structure, as process_info reports it), averaged.
+user_memory(Sample) ->
+    Procs = [M || P <- Sample, {memory, M} <- [erlang:process_info(P, memory)]],
+    #{user_process_bytes => mean(Procs), sampled_users => length(Procs)}.
+
+mean([]) -> undefined;
+mean(L) -> lists:sum(L) / length(L).
+
+launch(It, T0, J, {K, W}, R0, Cfg) ->
+    case throng_bench_arrival:next(It) of
+        done -> ok;
+        {T, It1} ->
+            Wait = (T0 + T - erlang:monotonic_time(microsecond)) div 1000,
+            receive
+                stop -> ok
+            after max(0, Wait) ->
+                    #{users := Users, profiles := Profiles} = Cfg,
+                    #{first := First, count := Count} = Users,
+                    G = K + J * W,
+                    {X, R1} = rand:uniform_real_s(R0),
+                    Ix = pick(tuple_to_list(Profiles), X, 1),
+                    {Len, R2} = throng_bench_rand:sample(maps:get(length, element(Ix, Profiles)), R1),
+                    throng_bench_metrics:inc(users_launched),
+                    Pid = throng_bench_xmpp_user:start(First + G rem Count, Ix, Len, G),
+                    J < ?SAMPLE andalso (whereis(?JOB) ! {sample, Pid}),
+                    launch(It1, T0, J + 1, {K, W}, R2, Cfg)
+            end
+    end.
+
+pick([_], _X, I) -> I;
+pick([#{probability := P} | Rest], X, I) when X >= P -> pick(Rest, X - P, I + 1);
+pick(_, _X, I) -> I.
+
+%% @doc Whether the launcher is done and every user has left.
+-spec status() -> #{done := boolean(), active := integer(), atom() => term()}.
+status() ->
+    case whereis(?JOB) of
+        undefined -> #{done => true, active => 0};
+        Pid ->
+            Pid ! {status, self()},
+            receive {?JOB, S} -> S after 5000 -> #{done => false, active => -1} end
+    end.
+
+%% @doc No more arrivals; every user ends its session (with the drain linger).
+-spec stop() -> ok.
+stop() ->
+    case whereis(?JOB) of
+        undefined -> ok;
+        Pid -> Pid ! stop, ok
+    end.
+
+%% @doc Kill the launcher and every user at once.
+-spec halt() -> ok.
+halt() ->
+    case whereis(?JOB) of
+        undefined -> ok;
+        Pid ->
+            MRef = monitor(process, Pid),
+            Pid ! {halt, self()},
+            receive {?JOB, halted} -> ok after 10000 -> ok end,
+            receive {'DOWN', MRef, process, Pid, _} -> ok after 5000 -> exit(Pid, kill) end,
+            ok
+    end.

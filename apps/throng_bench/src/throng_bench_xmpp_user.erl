@@ -1,0 +1,614 @@
+%% @doc One simulated XMPP user: one process, one connection.
+%%
+%% The user logs in (stream header, optional STARTTLS, optional in-band
+%% registration, SASL, resource binding, session), then follows its session
+%% profile: roster get, initial presence, chat messages to online contacts
+%% after think times, a whitespace keepalive, and leaves when its session
+%% length is over (unavailable presence, a short linger so that messages
+%% already on their way arrive, stream end).
+%%
+%% Cost per idle user is what the tool is judged on, so this is a plain
+%% process rather than a gen_statem: the state is one small record (the
+%% session profile and the population live in persistent_term, shared by all
+%% users of the VM); the XML parser is Throng's throng_xml_stream, whose
+%% state holds no binary between stanzas; one timer at a time drives
+%% keepalive, chat and the end of the session; and the process hibernates
+%% after every event once logged in, so an idle user is a hibernated process
+%% with a socket.
+%%
+%% Timing: each negotiation step is timed into its histogram (connect, tls,
+%% register, auth, bind, login = connect start to session ready, roster,
+%% presence = initial presence to its echo). Chat messages carry their send
+%% time (erlang:system_time(microsecond)) in
+%% <x xmlns='urn:throng:bench' t='...'/>; the receiving user records the
+%% delivery latency. All VMs of one host share the clock.
+-module(throng_bench_xmpp_user).
+
+-include_lib("throng/include/throng.hrl").
+
+-export([start/4, init/4, wake/1, wake_packed/1, config_key/0, is_user/1]).
+
+-define(CFG, {throng_bench_xmpp, cfg}).
+-define(NS_BENCH, <<"urn:throng:bench">>).
+
+-record(u, {conn :: throng_bench_xmpp_conn:conn() | undefined,
+            xs :: throng_xml_stream:state() | undefined,
+            n :: non_neg_integer(),           % user number
+            prof :: pos_integer(),            % index of the session profile
+            step = connect :: atom(),
+            tref :: reference() | undefined,   % deadline of the current step
+            t_step = 0 :: integer(),           % us, start of the current step
+            t_login = 0 :: integer(),          % us, start of the login
+            sasl :: term(),                    % SCRAM state during authentication
+            ka_at = infinity :: integer() | infinity,     % ms, monotonic
+            chat_at = infinity :: integer() | infinity,
+            end_at = infinity :: integer() | infinity,
+            timer_at = infinity :: integer() | infinity,
+            pend = [] :: [{roster | presence, integer()}],  % side transactions
+            online = [] :: [non_neg_integer()],             % contacts seen available
+            rnd :: throng_bench_rand:tiny(),
+            logged_in = false :: boolean(),
+            presence_sent = false :: boolean()}).
+
+%% @doc The persistent_term key holding this VM's compiled configuration.
+-spec config_key() -> term().
+config_key() -> ?CFG.
+
+%% @doc Start user number N with session profile Prof for LengthMs.
+%% Users are found again by their initial call (is_user/1), not through a
+%% table: one entry less per user.
+-spec start(non_neg_integer(), pos_integer(), non_neg_integer(), term()) -> pid().
+start(N, Prof, LengthMs, Seed) ->
+    spawn(?MODULE, init, [N, Prof, LengthMs, Seed]).
+
+%% @doc Whether a process is a simulated user.
+-spec is_user(pid()) -> boolean().
+is_user(Pid) ->
+    erlang:process_info(Pid, initial_call) =:= {initial_call, {?MODULE, init, 4}}.
+
+%% @doc The user process (spawned by start/4).
+-spec init(non_neg_integer(), pos_integer(), non_neg_integer(), term()) -> ok.
+init(N, Prof, LengthMs, Seed) ->
+    Cfg = cfg(),
+    #{ip := Ip, port := Port, srcs := Srcs, timeouts := #{connect := CT}} = Cfg,
+    Now = now_us(),
+    U0 = #u{n = N, prof = Prof, rnd = throng_bench_rand:tiny_seed(Seed), t_step = Now,
+            t_login = Now, end_at = now_ms() + LengthMs},
+    Src = element(N rem tuple_size(Srcs) + 1, Srcs),
+    case throng_bench_xmpp_conn:connect(Ip, Port, Src, {CT, maps:get(socket_buffer, Cfg)}) of
+        {ok, Conn} ->
+            throng_bench_metrics:observe(connect, now_us() - Now),
+            throng_bench_metrics:inc(connects),
+            throng_bench_metrics:inc(users_connected),
+            throng_bench_metrics:inc(conns_open),
+                    U = enter(features, U0#u{conn = Conn, xs = new_parser()}),
+            case send(U, header(Cfg)) of
+                ok ->
+                    ok = throng_bench_xmpp_conn:activate(Conn),
+                    loop(U);
+                {error, R} -> fail(U, R)
+            end;
+        {error, R} ->
+            fail(U0, R)
+    end.
+
+new_parser() -> throng_xml_stream:new(#{max_stanza_size => 4194304}).
+
+%% @doc Where a hibernated user resumes.
+-spec wake(#u{}) -> ok.
+wake(U) -> loop(U).
+
+%% @doc Where an idle hibernated user resumes (see pack/1).
+-spec wake_packed(tuple()) -> ok.
+wake_packed(P) -> loop(unpack(P)).
+
+%% An idle user sleeps as a small tuple rather than the full record (about
+%% 200 bytes less per user). Fields that are constant while online are not
+%% kept, and a parser state equal to the VM-wide idle one (all users of a
+%% server end up with the same state between stanzas) is replaced by the
+%% atom `idle' and read back from persistent_term, which costs nothing.
+pack(#u{conn = Conn, xs = Xs, n = N, prof = P, ka_at = KA, chat_at = C, end_at = E,
+        timer_at = T, online = O, rnd = R, presence_sent = PS}) ->
+    {Conn, idle_xs(Xs), N, P, KA, C, E, T, O, R, PS}.
+
+unpack({Conn, Xs, N, P, KA, C, E, T, O, R, PS}) ->
+    #u{conn = Conn, xs = case Xs of idle -> persistent_term:get({?MODULE, idle_xs}); _ -> Xs end,
+       n = N, prof = P, step = online, ka_at = KA, chat_at = C, end_at = E, timer_at = T,
+       online = O, rnd = R, logged_in = true, presence_sent = PS}.
+
+idle_xs(Xs) ->
+    case persistent_term:get({?MODULE, idle_xs}, undefined) of
+        Xs -> idle;
+        undefined ->
+            case throng_xml_stream:buffered(Xs) of
+                0 -> persistent_term:put({?MODULE, idle_xs}, Xs), idle;
+                _ -> Xs
+            end;
+        _ -> Xs
+    end.
+
+loop(U) ->
+    receive
+        Msg ->
+            case safe_handle(Msg, U) of
+                stop -> ok;
+                U1 -> continue(U1)
+            end
+    end.
+
+continue(U = #u{step = online, pend = []}) ->
+    erlang:hibernate(?MODULE, wake_packed, [pack(arm(U))]);
+continue(U = #u{step = online}) ->
+    %% waiting for a roster result or the presence echo
+    erlang:hibernate(?MODULE, wake, [arm(U)]);
+continue(U) -> loop(U).
+
+safe_handle(Msg, U) ->
+    try handle(Msg, U)
+    catch
+        throw:{fail, Reason} -> fail(U, Reason);
+        C:R:St -> fail(U, {crash, C, R, hd(St ++ [none])})
+    end.
+
+%% Messages
+
+handle({tcp, _S, Data}, U = #u{conn = Conn}) ->
+    case throng_bench_xmpp_conn:decode(Conn, Data) of
+        {ok, Plain} ->
+            {Events, Xs} = throng_xml_stream:parse(U#u.xs, Plain),
+            case events(Events, U#u{xs = Xs}) of
+                stop -> stop;
+                U1 = #u{conn = C1} ->
+                    case throng_bench_xmpp_conn:activate(C1) of
+                        ok -> U1;
+                        {error, R} -> throw({fail, R})
+                    end
+            end;
+        {error, R} -> throw({fail, R})
+    end;
+handle({tcp_closed, _S}, U = #u{step = Step}) when Step =:= closing; Step =:= linger ->
+    finish(U);
+handle({tcp_closed, _S}, _U) -> throw({fail, closed});
+handle({tcp_error, _S, R}, _U) -> throw({fail, R});
+handle({timeout, Ref, step}, U = #u{tref = Ref, step = closing}) -> finish(U);
+handle({timeout, Ref, step}, #u{tref = Ref, step = Step}) ->
+    throw({fail, {timeout, Step}});
+handle({wake, At}, U = #u{timer_at = T}) ->
+    due(U#u{timer_at = case At of T -> infinity; _ -> T end});
+handle(finish, U = #u{step = online}) ->
+    leave(U, drain_ms());
+handle(finish, U = #u{step = Step}) when Step =:= linger; Step =:= closing -> U;
+handle(finish, U) ->
+    %% stopped before the login completed: not an error
+    finish(U);
+handle(linger_done, U = #u{step = linger}) -> close_stream(U);
+handle(_, U) -> U.
+
+events([], U) -> U;
+events([E | Es], U) ->
+    case event(E, U) of
+        stop -> stop;
+        U1 -> events(Es, U1)
+    end.
+
+event({stream_start, _Name, _Attrs}, U) -> U;
+event(stream_end, U = #u{step = Step}) when Step =:= closing; Step =:= linger -> finish(U);
+event(stream_end, _U) -> throw({fail, {stream_error, stream_end}});
+event({error, Cond, _Text}, _U) -> throw({fail, {xml_error, Cond}});
+event({stanza, El}, U) ->
+    throng_bench_metrics:inc(stanzas_in),
+    stanza(local(El#xmlel.name), El, U).
+
+local(Name) ->
+    case binary:match(Name, <<":">>) of
+        nomatch -> Name;
+        {P, 1} -> binary:part(Name, P + 1, byte_size(Name) - P - 1)
+    end.
+
+%% Negotiation
+
+stanza(<<"error">>, El, _U) ->
+    Cond = case throng_xml:subels(El) of
+               [#xmlel{name = C} | _] -> C;
+               [] -> <<"undefined">>
+           end,
+    throw({fail, {stream_error, Cond}});
+stanza(<<"features">>, El, U = #u{step = features}) ->
+    Cfg = cfg(),
+    case maps:get(tls, Cfg) of
+        starttls ->
+            case throng_xml:subel(El, <<"starttls">>) of
+                undefined -> throw({fail, starttls_not_offered});
+                _ ->
+                    U1 = enter(proceed, U),
+                    ok_send(U1, <<"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>">>),
+                    U1
+            end;
+        none -> after_tls(El, U)
+    end;
+stanza(<<"proceed">>, _El, U = #u{step = proceed, conn = Conn, t_step = T0}) ->
+    case throng_bench_xmpp_conn:starttls(Conn) of
+        {ok, Tls} ->
+            U1 = (enter(features_tls, U#u{conn = Tls, xs = throng_xml_stream:reset(U#u.xs)}))#u{t_step = T0},
+            ok_send(U1, header(cfg())),
+            U1;
+        {error, R} -> throw({fail, R})
+    end;
+stanza(<<"features">>, El, U = #u{step = features_tls, t_step = T0}) ->
+    throng_bench_metrics:observe(tls, now_us() - T0),
+    after_tls(El, U);
+stanza(<<"iq">>, El, U = #u{step = register}) ->
+    case throng_xml:attr(<<"type">>, El) of
+        <<"result">> -> ok;
+        <<"error">> ->
+            %% an existing account is fine: the user is there
+            case error_condition(El) of
+                <<"conflict">> -> ok;
+                C -> throw({fail, {register_error, C}})
+            end;
+        _ -> throw({fail, unexpected_register_reply})
+    end,
+    throng_bench_metrics:observe(register, now_us() - U#u.t_step),
+    auth(U#u.sasl, U);
+stanza(<<"success">>, El, U = #u{step = Step}) when Step =:= auth; Step =:= auth_scram ->
+    case Step of
+        auth_scram ->
+            case throng_bench_sasl:scram_verify(U#u.sasl, base64:decode(throng_xml:cdata(El))) of
+                ok -> ok;
+                {error, Why} -> throw({fail, {auth_failure, Why}})
+            end;
+        auth -> ok
+    end,
+    throng_bench_metrics:observe(auth, now_us() - U#u.t_step),
+    U1 = enter(features_auth, U#u{xs = throng_xml_stream:reset(U#u.xs), sasl = undefined}),
+    ok_send(U1, header(cfg())),
+    U1;
+stanza(<<"challenge">>, El, U = #u{step = auth_scram, sasl = {first, S}, n = N}) ->
+    Challenge = base64:decode(throng_xml:cdata(El)),
+    Users = maps:get(users, cfg()),
+    case throng_bench_sasl:scram_final(S, Challenge, throng_bench_xmpp_users:password(Users, N)) of
+        {ok, Final, S1} ->
+            ok_send(U, [<<"<response xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>">>,
+                        base64:encode(Final), <<"</response>">>]),
+            U#u{sasl = S1};
+        {error, Why} -> throw({fail, {auth_failure, Why}})
+    end;
+stanza(<<"challenge">>, El, U = #u{step = auth_scram, sasl = S}) ->
+    %% server-final sent as a challenge: verify, answer with an empty response
+    case throng_bench_sasl:scram_verify(S, base64:decode(throng_xml:cdata(El))) of
+        ok ->
+            ok_send(U, <<"<response xmlns='urn:ietf:params:xml:ns:xmpp-sasl'/>">>),
+            U#u{step = auth};
+        {error, Why} -> throw({fail, {auth_failure, Why}})
+    end;
+stanza(<<"failure">>, El, #u{step = Step}) when Step =:= auth; Step =:= auth_scram ->
+    Cond = case throng_xml:subels(El) of
+               [#xmlel{name = C} | _] -> C;
+               [] -> <<"failure">>
+           end,
+    throw({fail, {auth_failure, Cond}});
+stanza(<<"features">>, El, U = #u{step = features_auth}) ->
+    Session = case throng_xml:subel(El, <<"session">>) of
+                  undefined -> false;
+                  S -> throng_xml:subel(S, <<"optional">>) =:= undefined
+              end,
+    Resource = maps:get(resource, cfg()),
+    U1 = (enter(bind, U))#u{sasl = Session},
+    ok_send(U1, [<<"<iq type='set' id='bind'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
+                   "<resource>">>, throng_xml:escape_text(Resource), <<"</resource></bind></iq>">>]),
+    U1;
+stanza(<<"iq">>, El, U = #u{step = bind, sasl = Session}) ->
+    case throng_xml:attr(<<"type">>, El) of
+        <<"result">> ->
+            throng_bench_metrics:observe(bind, now_us() - U#u.t_step),
+            case Session of
+                true ->
+                    U1 = (enter(session, U))#u{sasl = undefined},
+                    ok_send(U1, <<"<iq type='set' id='sess'><session "
+                                  "xmlns='urn:ietf:params:xml:ns:xmpp-session'/></iq>">>),
+                    U1;
+                false -> logged_in(U#u{sasl = undefined})
+            end;
+        _ -> throw({fail, {bind_error, error_condition(El)}})
+    end;
+stanza(<<"iq">>, El, U = #u{step = session}) ->
+    case throng_xml:attr(<<"type">>, El) of
+        <<"result">> -> logged_in(U);
+        _ -> throw({fail, {session_error, error_condition(El)}})
+    end;
+%% Online
+stanza(<<"message">>, El, U) ->
+    case throng_xml:attr(<<"type">>, El) of
+        <<"error">> -> throng_bench_metrics:inc(msgs_bounced);
+        _ ->
+            case throng_xml:subel(El, <<"x">>, ?NS_BENCH) of
+                undefined -> ok;
+                X ->
+                    case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
+                        T when is_integer(T) ->
+                            throng_bench_metrics:inc(msgs_received),
+                            throng_bench_metrics:observe(delivery, throng_bench_metrics:now_us() - T);
+                        _ -> ok
+                    end
+            end
+    end,
+    U;
+stanza(<<"presence">>, El, U) -> presence(El, U);
+stanza(<<"iq">>, El, U) ->
+    iq(throng_xml:attr(<<"type">>, El), throng_xml:attr(<<"id">>, El, <<>>), El, U);
+stanza(Name, _El, #u{step = Step}) when Step =/= online, Step =/= linger, Step =/= closing ->
+    throw({fail, {unexpected, Step, Name}});
+stanza(_Name, _El, U) -> U.
+
+after_tls(El, U) ->
+    Cfg = cfg(),
+    #{users := Users, auth := Method} = Cfg,
+    Mechs = [throng_xml:cdata(M) || Ms <- [throng_xml:subel(El, <<"mechanisms">>)],
+                                   Ms =/= undefined, M <- throng_xml:subels(Ms)],
+    Mech = throng_bench_sasl:mechanism(Method),
+    lists:member(Mech, Mechs) orelse throw({fail, {auth_failure, {mechanism_not_offered, Mech}}}),
+    case maps:get(register, Cfg) of
+        true ->
+            N = U#u.n,
+            U1 = (enter(register, U))#u{sasl = Mech},
+            ok_send(U1, [<<"<iq type='set' id='reg'><query xmlns='jabber:iq:register'><username>">>,
+                        throng_xml:escape_text(throng_bench_xmpp_users:name(Users, N)),
+                        <<"</username><password>">>,
+                        throng_xml:escape_text(throng_bench_xmpp_users:password(Users, N)),
+                        <<"</password></query></iq>">>]),
+            U1;
+        false -> auth(Mech, U)
+    end.
+
+auth(Mech, U = #u{n = N}) ->
+    #{users := Users, auth := Method} = cfg(),
+    Name = throng_bench_xmpp_users:name(Users, N),
+    case Method of
+        plain ->
+            Initial = throng_bench_sasl:plain(Name, throng_bench_xmpp_users:password(Users, N)),
+            U1 = enter(auth, U),
+            ok_send(U1, auth_el(Mech, Initial)),
+            U1;
+        _ ->
+            {First, S} = throng_bench_sasl:scram_first(Method, Name),
+            U1 = (enter(auth_scram, U))#u{sasl = {first, S}},
+            ok_send(U1, auth_el(Mech, First)),
+            U1
+    end.
+
+auth_el(Mech, Data) ->
+    [<<"<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='">>, Mech, <<"'>">>,
+     base64:encode(Data), <<"</auth>">>].
+
+logged_in(U = #u{t_login = T0, prof = P}) ->
+    Now = now_us(),
+    throng_bench_metrics:observe(login, Now - T0),
+    throng_bench_metrics:inc(logins),
+    throng_bench_metrics:inc(users_logged_in),
+    throng_bench_metrics:inc(sessions),
+    Prof = profile(P),
+    %% no step deadline while online: one timer per idle user, not two
+    U1 = (cancel_step(U))#u{step = online, logged_in = true},
+    U2 = case maps:get(roster, Prof) of
+             true ->
+                 ok_send(U1, <<"<iq type='get' id='roster'><query xmlns='jabber:iq:roster'/></iq>">>),
+                 U1#u{pend = [{roster, Now} | U1#u.pend]};
+             false -> U1
+         end,
+    U3 = case maps:get(presence, Prof) of
+             true ->
+                 TP = now_us(),
+                 ok_send(U2, <<"<presence/>">>),
+                 U2#u{pend = [{presence, TP} | U2#u.pend], presence_sent = true};
+             false -> U2
+         end,
+    NowMs = now_ms(),
+    KA = case maps:get(keepalive, Prof) of none -> infinity; K -> NowMs + K end,
+    {ChatAt, Rnd} = case maps:get(chat, Prof) of
+                        none -> {infinity, U3#u.rnd};
+                        #{first_after := none, think := Think} ->
+                            {D, R1} = throng_bench_rand:sample_tiny(Think, U3#u.rnd),
+                            {NowMs + D, R1};
+                        #{first_after := First} ->
+                            {D, R1} = throng_bench_rand:sample_tiny(First, U3#u.rnd),
+                            {NowMs + D, R1}
+                    end,
+    U3#u{ka_at = KA, chat_at = ChatAt, rnd = Rnd}.
+
+presence(El, U = #u{n = N, prof = P}) ->
+    From = throng_xml:attr(<<"from">>, El, <<>>),
+    Type = throng_xml:attr(<<"type">>, El),
+    #{users := Users} = cfg(),
+    case throng_bench_xmpp_users:number_of(Users, localpart(From)) of
+        N when Type =:= undefined ->
+            %% our own initial presence, reflected by the server
+            case lists:keytake(presence, 1, U#u.pend) of
+                {value, {presence, T0}, Rest} ->
+                    throng_bench_metrics:observe(presence, now_us() - T0),
+                    U#u{pend = Rest};
+                false -> U
+            end;
+        N -> U;
+        undefined -> U;
+        M ->
+            case maps:get(chat, profile(P)) of
+                none -> U;
+                _ when Type =:= undefined ->
+                    case lists:member(M, U#u.online) of
+                        true -> U;
+                        false -> U#u{online = [M | U#u.online]}
+                    end;
+                _ when Type =:= <<"unavailable">> -> U#u{online = lists:delete(M, U#u.online)};
+                _ -> U
+            end
+    end.
+
+localpart(Jid) ->
+    case binary:split(Jid, <<"@">>) of
+        [L, _] -> L;
+        _ -> <<>>
+    end.
+
+iq(<<"result">>, <<"roster">>, _El, U) ->
+    case lists:keytake(roster, 1, U#u.pend) of
+        {value, {roster, T0}, Rest} ->
+            throng_bench_metrics:observe(roster, now_us() - T0),
+            U#u{pend = Rest};
+        false -> U
+    end;
+iq(<<"error">>, <<"roster">>, El, _U) -> throw({fail, {roster_error, error_condition(El)}});
+iq(Type, Id, El, U) when Type =:= <<"get">>; Type =:= <<"set">> ->
+    %% answer the server (XEP-0199 ping gets a result, anything else an error)
+    To = throng_xml:attr(<<"from">>, El, <<>>),
+    ToAttr = case To of <<>> -> []; _ -> [<<" to='">>, throng_xml:escape_attr(To), <<"'">>] end,
+    Reply = case throng_xml:subel(El, <<"ping">>, ?NS_PING) of
+                undefined ->
+                    [<<"<iq type='error' id='">>, throng_xml:escape_attr(Id), <<"'">>, ToAttr,
+                     <<"><error type='cancel'><service-unavailable "
+                       "xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></iq>">>];
+                _ ->
+                    [<<"<iq type='result' id='">>, throng_xml:escape_attr(Id), <<"'">>, ToAttr, <<"/>">>]
+            end,
+    ok_send(U, Reply),
+    U;
+iq(_, _, _, U) -> U.
+
+error_condition(El) ->
+    case throng_xml:subel(El, <<"error">>) of
+        undefined -> <<"undefined">>;
+        E ->
+            case [C || #xmlel{name = C, attrs = A} <- throng_xml:subels(E),
+                       lists:member({<<"xmlns">>, ?NS_STANZAS}, A)] of
+                [C | _] -> C;
+                [] -> <<"undefined">>
+            end
+    end.
+
+%% Timed actions while online: one timer at a time, for the earliest of
+%% keepalive, next chat message and end of session.
+
+arm(U = #u{ka_at = KA, chat_at = Chat, end_at = End, timer_at = T}) ->
+    Next = lists:min([KA, Chat, End]),
+    case Next < T of
+        true ->
+            erlang:send_after(max(0, Next - now_ms()), self(), {wake, Next}),
+            U#u{timer_at = Next};
+        false -> U
+    end.
+
+due(U = #u{step = online}) ->
+    Now = now_ms(),
+    U1 = case U#u.end_at =< Now of
+             true -> leave(U, drain_ms());
+             false -> U
+         end,
+    case U1 of
+        #u{step = online} ->
+            U2 = case U1#u.chat_at =< Now of
+                     true -> chat(U1, Now);
+                     false -> U1
+                 end,
+            case U2#u.ka_at =< Now of
+                true ->
+                    ok_send_raw(U2, <<" ">>),
+                    U2#u{ka_at = Now + maps:get(keepalive, profile(U2#u.prof))};
+                false -> U2
+            end;
+        _ -> U1
+    end;
+due(U) -> U.
+
+chat(U = #u{online = [], prof = P, rnd = R}, Now) ->
+    %% nobody to talk to yet: count it and try again after the next think time
+    throng_bench_metrics:inc(msgs_unsent),
+    {D, R1} = throng_bench_rand:sample_tiny(maps:get(think, maps:get(chat, profile(P))), R),
+    U#u{chat_at = Now + max(D, 1), rnd = R1};
+chat(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
+    #{think := Think, size := Size} = maps:get(chat, profile(P)),
+    {X, R1} = throng_bench_rand:tiny_uniform(R0),
+    To = lists:nth(floor(X * length(Online)) + 1, Online),
+    #{users := Users, domain := Domain} = cfg(),
+    Stamp = integer_to_binary(throng_bench_metrics:now_us()),
+    ok_send(U, [<<"<message type='chat' to='">>, throng_bench_xmpp_users:name(Users, To), $@, Domain,
+                <<"'><body>">>, body(Size), <<"</body><x xmlns='urn:throng:bench' t='">>, Stamp,
+                <<"'/></message>">>]),
+    throng_bench_metrics:inc(msgs_sent),
+    {D, R2} = throng_bench_rand:sample_tiny(Think, R1),
+    U#u{chat_at = Now + max(D, 1), rnd = R2}.
+
+body(Size) ->
+    case persistent_term:get({?MODULE, body, Size}, undefined) of
+        undefined ->
+            B = binary:copy(<<"x">>, Size),
+            persistent_term:put({?MODULE, body, Size}, B),
+            B;
+        B -> B
+    end.
+
+%% Leaving
+
+leave(U = #u{presence_sent = P}, Linger) ->
+    P andalso ok_send(U, <<"<presence type='unavailable'/>">>),
+    erlang:send_after(Linger, self(), linger_done),
+    (cancel_step(U))#u{step = linger, ka_at = infinity, chat_at = infinity, end_at = infinity, pend = []}.
+
+close_stream(U) ->
+    _ = send(U, <<"</stream:stream>">>),
+    enter(closing, U, 5000).
+
+drain_ms() -> maps:get(drain, cfg()).
+
+finish(U) -> done(U, users_finished).
+
+fail(U, Reason) ->
+    throng_bench_metrics:count_error(Reason),
+    done(U, users_failed).
+
+done(U = #u{conn = Conn, logged_in = L}, Counter) ->
+    throng_bench_metrics:inc(Counter),
+    L andalso throng_bench_metrics:sub(sessions, 1),
+    case Conn of
+        undefined -> ok;
+        _ ->
+            throng_bench_metrics:sub(conns_open, 1),
+            throng_bench_xmpp_conn:close(Conn)
+    end,
+    _ = U,
+    stop.
+
+%% Helpers
+
+enter(Step, U) -> enter(Step, U, maps:get(step, maps:get(timeouts, cfg()))).
+
+enter(Step, U, Timeout) ->
+    U1 = cancel_step(U),
+    U1#u{step = Step, tref = erlang:start_timer(Timeout, self(), step), t_step = now_us()}.
+
+cancel_step(U = #u{tref = undefined}) -> U;
+cancel_step(U = #u{tref = Ref}) ->
+    _ = erlang:cancel_timer(Ref, [{async, true}, {info, false}]),
+    U#u{tref = undefined}.
+
+ok_send(U, Stanza) ->
+    throng_bench_metrics:inc(stanzas_out),
+    ok_send_raw(U, Stanza).
+
+ok_send_raw(#u{conn = Conn}, Data) ->
+    case throng_bench_xmpp_conn:send(Conn, Data) of
+        ok -> true;
+        {error, R} -> throw({fail, R})
+    end.
+
+send(#u{conn = Conn}, Data) -> throng_bench_xmpp_conn:send(Conn, Data).
+
+header(#{domain := D}) ->
+    [<<"<?xml version='1.0'?><stream:stream to='">>, D,
+     <<"' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>">>].
+
+cfg() -> persistent_term:get(?CFG).
+
+profile(I) -> element(I, maps:get(profiles, cfg())).
+
+now_us() -> erlang:monotonic_time(microsecond).
+
+now_ms() -> erlang:monotonic_time(millisecond).

@@ -1,0 +1,295 @@
+%% The xmpp load generator against a real XMPP server, and against servers
+%% that stall, reset or reject. Assertions are about consistency: users
+%% reached, sent = received + lost, every error counted under its type.
+%%
+%% The real server is, in order: THRONG_BENCH_XMPP_SERVER=host:port[:domain]
+%% (users user1..userN with password passwordN and `neighbours' rosters must
+%% exist, e.g. from Throng's bulk registration), or a private Prosody started
+%% with bench/bench_prosody.sh when Prosody is installed and we are root.
+%% Without either, the group `real_server' is skipped and says why.
+-module(throng_bench_xmpp_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_group/2, end_per_group/2]).
+-export([consistency/1, starttls_scram/1, wrong_password/1, two_worker_vms/1,
+         inband_registration/1,
+         unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
+         malformed_scenario/1]).
+
+-define(USERS, 300).
+
+suite() -> [{timetrap, {minutes, 4}}].
+
+all() -> [{group, no_server}, {group, real_server}].
+
+groups() ->
+    [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
+                      malformed_scenario]},
+     {real_server, [], [consistency, starttls_scram, wrong_password, two_worker_vms,
+                        inband_registration]}].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(crypto),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_group(real_server, Config) ->
+    case os:getenv("THRONG_BENCH_XMPP_SERVER") of
+        V when is_list(V), V =/= "" ->
+            case string:split(V, ":", all) of
+                [H, P | D] ->
+                    [{host, H}, {port, list_to_integer(P)},
+                     {domain, case D of [Dom] -> Dom; [] -> "localhost" end},
+                     {server, external} | Config];
+                _ -> {skip, "THRONG_BENCH_XMPP_SERVER must be host:port[:domain]"}
+            end;
+        _ -> start_prosody(Config)
+    end;
+init_per_group(_, Config) -> Config.
+
+end_per_group(real_server, Config) ->
+    case ?config(prosody_dir, Config) of
+        undefined -> ok;
+        Dir -> os:cmd(script(Config) ++ " stop " ++ Dir)
+    end,
+    ok;
+end_per_group(_, _Config) -> ok.
+
+start_prosody(Config) ->
+    Root = repo_root(),
+    Script = filename:join([Root, "bench", "bench_prosody.sh"]),
+    case {os:find_executable("prosody"), os:cmd("id -u"), filelib:is_file(Script)} of
+        {false, _, _} ->
+            {skip, "no XMPP server: install prosody (apt-get install prosody) or set "
+                   "THRONG_BENCH_XMPP_SERVER=host:port:domain"};
+        {_, Uid, _} when Uid =/= "0\n" -> {skip, "starting a private Prosody needs root"};
+        {_, _, false} -> {skip, "bench/bench_prosody.sh not found from " ++ Root};
+        {_, _, true} ->
+            Dir = filename:join(?config(priv_dir, Config), "prosody"),
+            Port = free_port(),
+            Out = os:cmd(lists:flatten(io_lib:format("~s start ~s ~b ~b 18 2>&1",
+                                                     [Script, Dir, Port, ?USERS]))),
+            case string:to_integer(string:trim(lists:last(string:split(string:trim(Out), "\n",
+                                                                        all)))) of
+                {Pid, []} when Pid > 0 ->
+                    [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"}, {server, prosody},
+                     {server_pid, Pid}, {prosody_dir, Dir}, {script, Script} | Config];
+                _ -> {fail, "prosody did not start: " ++ Out}
+            end
+    end.
+
+script(Config) -> ?config(script, Config).
+
+repo_root() ->
+    case os:getenv("THRONG_ROOT") of
+        R when is_list(R), R =/= "" -> R;
+        _ ->
+            %% .../_build/PROFILE/lib/throng_bench/ebin/throng_bench_cli.beam
+            Beam = code:which(throng_bench_cli),
+            up(filename:dirname(Beam), 5)
+    end.
+
+up(Dir, 0) -> Dir;
+up(Dir, N) -> up(filename:dirname(Dir), N - 1).
+
+%% A scenario file for this suite.
+scenario(Config, Name, Extra) ->
+    Yaml = io_lib:format(
+             "name: ~s~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
+             "users: {count: ~b, contact_count: 18}~n"
+             "arrival: [{rate: 40, max_users: 60, distribution: poisson}]~n"
+             "length: 6s~nkeepalive: 2s~n"
+             "timeouts: {connect: 3s, step: 3s}~n"
+             "grace: 3s~ndrain: 1s~n"
+             "sessions:~n"
+             "  - {name: idle, probability: 0.5, presence: true}~n"
+             "  - name: active~n"
+             "    probability: 0.5~n"
+             "    roster: true~n"
+             "    chat: {think: {exponential: 700ms}, first_after: {uniform: [300ms, 1s]}}~n"
+             "~s",
+             [Name, ?config(host, Config), ?config(port, Config), ?config(domain, Config),
+              ?USERS, Extra]),
+    File = filename:join(?config(priv_dir, Config), Name ++ ".yml"),
+    ok = file:write_file(File, Yaml),
+    File.
+
+run(Config, Name, Opts) ->
+    Dir = filename:join(?config(priv_dir, Config), Name),
+    throng_bench_xmpp:run(maps:merge(#{scenario => scenario(Config, Name, ""), out => Dir,
+                                       progress => false,
+                                       server_pid => ?config(server_pid, Config)}, Opts)).
+
+%% @doc Every user logs in, stays, chats and leaves; the summary's numbers
+%% agree with each other and with the files.
+consistency(Config) ->
+    {complete, S} = run(Config, "consistency", #{}),
+    #{users := U, messages := M, errors := #{total := Errors}, sessions := Sess,
+      latency_ms := Lat, verdict := V} = S,
+    ct:log("~p", [S]),
+    ?assertEqual(0, Errors),
+    ?assertMatch(#{planned := 60, launched := 60, logged_in := 60, finished := 60, failed := 0,
+                   running_at_end := 0}, U),
+    ?assertEqual(60, maps:get(max, Sess)),
+    #{sent := Sent, received := Received, lost := Lost} = M,
+    ?assert(Sent > 0),
+    ?assertEqual(Sent, Received + Lost),
+    ?assert(Received =< Sent),
+    ?assertEqual(Received, maps:get(count, maps:get(delivery, Lat))),
+    ?assertEqual(60, maps:get(count, maps:get(login, Lat))),
+    ?assertEqual(60, maps:get(count, maps:get(presence, Lat))),
+    ?assertMatch(#{ok := true}, V),
+    Dir = filename:join(?config(priv_dir, Config), "consistency"),
+    Json = jiffy:decode(read(Dir, "summary.json"), [return_maps]),
+    ?assertMatch(#{<<"messages">> := #{<<"sent">> := Sent, <<"received">> := Received}}, Json),
+    Html = read(Dir, "report.html"),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"Concurrent sessions over time">>)),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"Errors per second over time">>)),
+    ?assert(length(binary:matches(Html, <<"<svg">>)) >= 6).
+
+%% @doc STARTTLS with fast_tls and SCRAM-SHA-256 (server signature checked).
+starttls_scram(Config) ->
+    case ?config(server, Config) of
+        external -> {skip, "the external server's TLS and SCRAM set-up is not known here"};
+        _ ->
+            {complete, S} = run(Config, "tls", #{tls => starttls, auth => 'scram-sha-256',
+                                                users => 10}),
+            ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
+                           latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S)
+    end.
+
+%% @doc A wrong password: every user fails with auth_failure; exit status 1.
+wrong_password(Config) ->
+    {complete, S} = run(Config, "wrong_password", #{password => "nope%N", users => 10}),
+    ?assertMatch(#{users := #{logged_in := 0, failed := 10},
+                   errors := #{total := 10, by_type := #{auth_failure := 10}},
+                   verdict := #{ok := false}}, S).
+
+%% @doc Two worker VMs share the arrivals; messages cross between them.
+two_worker_vms(Config) ->
+    {complete, S} = run(Config, "two_vms", #{workers => 2}),
+    #{users := #{logged_in := 60}, messages := #{sent := Sent, received := R, lost := L},
+      loadgen := #{vms := 2}, errors := #{total := 0}} = S,
+    ?assertEqual(Sent, R + L).
+
+%% @doc In-band registration (XEP-0077) of users that do not exist yet.
+inband_registration(Config) ->
+    case ?config(server, Config) of
+        external -> {skip, "registration may be disabled on the external server"};
+        _ ->
+            First = 100000 + erlang:unique_integer([positive]) rem 100000,
+            {complete, S} = run(Config, "register", #{register => true, first => First,
+                                                      users => 10}),
+            ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
+                           latency_ms := #{register := #{count := 10}}}, S)
+    end.
+
+%% @doc Nothing listening: aborted at once, with the partial files.
+unreachable_server(Config) ->
+    Port = free_port(),
+    Cfg = [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"} | Config],
+    {aborted, #{error := Msg}} = run(Cfg, "unreachable", #{}),
+    ?assertNotEqual(nomatch, string:find(Msg, "connection refused")),
+    Dir = filename:join(?config(priv_dir, Config), "unreachable"),
+    ?assertMatch(#{<<"status">> := <<"aborted">>},
+                 jiffy:decode(read(Dir, "summary.json"), [return_maps])),
+    ?assert(filelib:is_file(filename:join(Dir, "report.html"))),
+    ?assertEqual(3, throng_bench_cli:run(["xmpp", "--scenario", "smoke", "--port",
+                                          integer_to_list(Port), "--no-progress"])).
+
+%% @doc A server that accepts and never speaks: every user fails with a
+%% timeout, and the run ends by itself.
+stalled_server(Config) ->
+    {Port, Stop} = fake_server(fun(_S) -> timer:sleep(infinity) end),
+    try
+        Cfg = [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"} | Config],
+        {_, S} = run(Cfg, "stalled", #{users => 10, rate => 20}),
+        ?assertMatch(#{users := #{launched := 10, logged_in := 0, failed := 10},
+                       errors := #{by_type := #{timeout := 10}}}, S)
+    after Stop()
+    end.
+
+%% @doc A server that resets every connection: counted as econnreset/closed.
+resetting_server(Config) ->
+    {Port, Stop} = fake_server(fun(S) ->
+                                       ok = inet:setopts(S, [{linger, {true, 0}}]),
+                                       _ = gen_tcp:recv(S, 0, 2000),
+                                       gen_tcp:close(S)
+                               end),
+    try
+        Cfg = [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"} | Config],
+        {_, #{errors := #{total := 10, by_type := B}, users := #{failed := 10}}} =
+            run(Cfg, "resetting", #{users => 10, rate => 20}),
+        ?assertEqual(10, maps:get(econnreset, B) + maps:get(closed, B))
+    after Stop()
+    end.
+
+%% @doc A server that answers with a stream error: counted as stream_error.
+stream_error_server(Config) ->
+    {Port, Stop} = fake_server(
+                     fun(S) ->
+                             _ = gen_tcp:recv(S, 0, 2000),
+                             gen_tcp:send(S, <<"<?xml version='1.0'?><stream:stream "
+                                               "xmlns='jabber:client' xmlns:stream="
+                                               "'http://etherx.jabber.org/streams' id='1' "
+                                               "from='localhost' version='1.0'><stream:error>"
+                                               "<host-unknown xmlns='urn:ietf:params:xml:ns:"
+                                               "xmpp-streams'/></stream:error></stream:stream>">>),
+                             timer:sleep(500),
+                             gen_tcp:close(S)
+                     end),
+    try
+        Cfg = [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"} | Config],
+        {_, S} = run(Cfg, "stream_error", #{users => 10, rate => 20}),
+        ?assertMatch(#{errors := #{total := 10, by_type := #{stream_error := 10}}}, S)
+    after Stop()
+    end.
+
+%% @doc A malformed scenario file: exit status 2, and the message names the
+%% key, the value and the expectation.
+malformed_scenario(Config) ->
+    File = filename:join(?config(priv_dir, Config), "bad.yml"),
+    ok = file:write_file(File, <<"arrival: [{rate: fast, max_users: 5}]\n"
+                                 "sessions: [{name: a, probability: 1}]\n">>),
+    ?assertEqual(2, throng_bench_cli:run(["xmpp", "--scenario", File, "--no-progress"])),
+    {error, Msg} = throng_bench_scenario:load(File),
+    ?assertNotEqual(nomatch, binary:match(Msg, <<"key arrival[0].rate: expected a positive "
+                                                 "number, got \"fast\"">>)).
+
+%% helpers
+
+read(Dir, File) ->
+    {ok, B} = file:read_file(filename:join(Dir, File)),
+    B.
+
+free_port() ->
+    {ok, L} = gen_tcp:listen(0, []),
+    {ok, P} = inet:port(L),
+    gen_tcp:close(L),
+    P.
+
+%% A TCP server running Handler(Socket) for every connection.
+fake_server(Handler) ->
+    Self = self(),
+    Pid = spawn(fun() ->
+                        {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {backlog, 128}]),
+                        {ok, P} = inet:port(L),
+                        Self ! {port, P},
+                        accept_loop(L, Handler)
+                end),
+    receive {port, P} -> {P, fun() -> exit(Pid, kill) end} end.
+
+accept_loop(L, Handler) ->
+    case gen_tcp:accept(L) of
+        {ok, S} ->
+            Pid = spawn_link(fun() -> receive go -> Handler(S) end end),
+            ok = gen_tcp:controlling_process(S, Pid),
+            Pid ! go,
+            accept_loop(L, Handler);
+        _ -> ok
+    end.
