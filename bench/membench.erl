@@ -56,10 +56,17 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     Port = list_to_integer(PortStr),
     Settle = list_to_integer(SettleStr),
     pong = net_adm:ping(Node),
+    %% allocators/0 runs on the server node: load this module there.
+    {Mod, Bin, File} = code:get_object_code(?MODULE),
+    {module, Mod} = rpc:call(Node, code, load_binary, [Mod, File, Bin]),
     io:format("server node ~s (os pid ~b), ~b users, port ~b~n", [Node, OsPid, N, Port]),
+    %% Mnesia writes the bulk registration's log into its table files in the
+    %% background; do it now so that it is not counted in either sample.
+    {atomic_ok, _} = {atomic_ok, rpc:call(Node, mnesia, dump_log, [])},
     settle(Node, Settle),
     Off = sample(Node, OsPid),
     report("offline (N users registered)", Off),
+    print_allocators(Node, "offline"),
     T0 = erlang:monotonic_time(millisecond),
     Cpu0 = cpu_ms(OsPid),
     Clients = login_all(N, Port),
@@ -91,13 +98,16 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     end,
     Ports = [P || P <- proplists:get_value(links, C2S), is_port(P)],
     io:format("  its socket: ~p~n", [[rpc:call(Node, erlang, port_info, [P, memory]) || P <- Ports]]),
-    io:format("~nallocators (carriers / blocks, MB), connected:~n", []),
-    [io:format("  ~-12s ~8.1f / ~8.1f~n", [A, C / 1048576, B / 1048576])
-     || {A, C, B} <- rpc:call(Node, ?MODULE, allocators, [])],
+    print_allocators(Node, "connected"),
     io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
               [PerSession(rss), N, Sessions]),
     [gen_tcp:close(S) || {S, _} <- Clients],
     halt(0).
+
+print_allocators(Node, Label) ->
+    io:format("allocators, ~s (carriers / blocks in use, MB):~n", [Label]),
+    [io:format("  ~-14s ~8.1f / ~8.1f~n", [A, C / 1048576, B / 1048576])
+     || {A, C, B} <- rpc:call(Node, ?MODULE, allocators, [])].
 
 session_pid(Node) ->
     case rpc:call(Node, throng_sm, all, []) of

@@ -24,6 +24,7 @@ loglevel: warning
 listen:
   - port: $PORT
     starttls: disabled
+${LISTEN_EXTRA:-}
 stats:
   port: 0
 ${EXTRA_CONFIG:-}

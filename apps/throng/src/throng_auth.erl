@@ -194,19 +194,21 @@ creds_map(#scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server 
 -spec verify_plain(binary(), binary(), binary(),
                    #{salt := binary(), iterations := pos_integer(), stored_key := binary()}) ->
     boolean().
-verify_plain(U, S, Password, #{salt := Salt, stored_key := Stored} = Creds) ->
-    Tag = plain_tag(Password, Salt),
+verify_plain(U, S, Password, #{stored_key := Stored} = Creds) ->
+    %% The tag binds the password to the stored key it was verified against:
+    %% after a password change it no longer matches.
+    Tag = plain_tag(Password, Stored),
     case throng_tables:plain_cache_get({U, S}) of
-        {Stored, Tag} -> true;
+        Tag -> true;
         _ ->
             case throng_scram:verify_password(sha256, Password, Creds) of
-                true -> throng_tables:plain_cache_put({U, S}, {Stored, Tag}), true;
+                true -> throng_tables:plain_cache_put({U, S}, Tag), true;
                 false -> false
             end
     end.
 
-plain_tag(Password, Salt) ->
-    crypto:mac(hmac, sha256, throng_tables:boot_secret(), [Salt, Password]).
+plain_tag(Password, StoredKey) ->
+    crypto:macN(hmac, sha256, throng_tables:boot_secret(), [StoredKey, Password], 16).
 
 forget_plain(U, S) ->
     throng_tables:plain_cache_delete({U, S}).

@@ -460,9 +460,11 @@ bind(IQ, Bind, D) ->
                                   children = [#xmlel{name = <<"jid">>,
                                                      children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
             schedule_ping(D),
+            %% What only negotiation needed is dropped: an idle session's
+            %% state is what it keeps for hours.
             {next, session, emit(throng_xml:to_iolist(Reply),
                                  D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,
-                                     stream_id = <<>>}),
+                                     stream_id = <<>>, ip = undefined, auth_failures = 0}),
              [{{timeout, negotiation}, cancel}]}
     end.
 

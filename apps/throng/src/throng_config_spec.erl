@@ -130,9 +130,14 @@ listener_spec() ->
                         doc => "Seconds a write to a client may block (client not reading). "
                                "Then the connection is closed and undelivered messages are "
                                "re-routed or stored offline."},
-      hibernate_after => #{type => {int, 0, 3600000}, default => 1000,
+      hibernate_after => #{type => {int, 0, 3600000}, default => 0,
                            doc => "Milliseconds of inactivity after which a connection "
-                                  "process hibernates (compacts its memory)."}}.
+                                  "process hibernates (a full garbage collection that "
+                                  "compacts its heap to its live data). 0: whenever its "
+                                  "mailbox is empty. Larger values keep heaps grown by a "
+                                  "burst (a login, a roster) alive longer; with many "
+                                  "sessions in a burst those heaps fragment the allocator "
+                                  "and the node's RSS stays high (see docs/benchmarks.md)."}}.
 
 auth_spec() ->
     #{mechanisms => #{type => {list, {enum, ['SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN']}},

@@ -27,7 +27,7 @@
 -record(session, {key :: {{binary(), binary()}, binary()},
                   pid :: pid(),
                   prio :: undefined | integer(),
-                  pres :: undefined | #xmlel{}}).
+                  pres :: undefined | empty | #xmlel{}}).
 
 -type entry() :: {Resource :: binary(), pid(), Prio :: undefined | integer(),
                   Pres :: undefined | #xmlel{}}.
@@ -64,19 +64,33 @@ unregister(#jid{user = U, server = S, resource = R}, Pid) ->
 %% available, undefined when not.
 -spec set_presence(#jid{}, undefined | integer(), undefined | #xmlel{}) -> ok.
 set_presence(#jid{user = U, server = S, resource = R}, Prio, Pres) ->
-    _ = ets:update_element(?TAB, {{U, S}, R}, [{#session.prio, Prio}, {#session.pres, Pres}]),
+    _ = ets:update_element(?TAB, {{U, S}, R}, [{#session.prio, Prio}, {#session.pres, pack(Pres)}]),
     ok.
+
+%% The usual presence, <presence/> with nothing in it, is kept as an atom:
+%% a few words less per session.
+-define(EMPTY, #xmlel{name = <<"presence">>, attrs = [], children = []}).
+pack(?EMPTY) -> empty;
+pack(P) -> P.
+
+unpack(empty) -> ?EMPTY;
+unpack(P) -> P.
+
+unpack_entries(Entries) ->
+    [{R, Pid, Prio, unpack(P)} || {R, Pid, Prio, P} <- Entries].
 
 %% @doc Every bound resource of a bare JID.
 -spec resources({binary(), binary()}) -> [entry()].
 resources(US) ->
-    ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'}, [], [{{'$1', '$2', '$3', '$4'}}]}]).
+    unpack_entries(
+      ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'}, [], [{{'$1', '$2', '$3', '$4'}}]}])).
 
 %% @doc The available resources of a bare JID (those that sent presence).
 -spec available({binary(), binary()}) -> [entry()].
 available(US) ->
-    ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'},
-                       [{'=/=', '$3', undefined}], [{{'$1', '$2', '$3', '$4'}}]}]).
+    unpack_entries(
+      ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'},
+                         [{'=/=', '$3', undefined}], [{{'$1', '$2', '$3', '$4'}}]}])).
 
 %% @doc The process of a full JID.
 -spec lookup(#jid{}) -> pid() | undefined.
