@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs Debian's ejabberd privately for throng-bench: its own config, Mnesia
 # directory, certificate and port, with the same users and rosters as
-# bench_prosody.sh (user1..userN, password passwordN, `neighbours' rosters),
+# bench_prosody.sh (user1..userN, password "password", `neighbours' rosters),
 # created by bench_ejabberd_users.escript over distributed Erlang.
 #
 #   bench/bench_ejabberd.sh start DIR [PORT] [USERS] [CONTACTS]  -> prints the pid

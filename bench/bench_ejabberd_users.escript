@@ -1,5 +1,5 @@
 #!/usr/bin/env escript
-%% Creates user1..userN (password passwordN) with `neighbours' rosters (user
+%% Creates user1..userN (password "password") with `neighbours' rosters (user
 %% N's contacts: N-C/2..N-1 and N+1..N+C/2, wrapping around, subscription
 %% both) in a running ejabberd node, through distributed Erlang: accounts
 %% with ejabberd_auth:try_register/3, roster items written straight into the
@@ -19,7 +19,7 @@ main([Node0, Cookie, Domain0, Users0, Contacts0]) ->
     lists:foreach(
       fun(I) ->
               U = Name(I),
-              case rpc:call(Node, ejabberd_auth, try_register, [U, Domain, <<"password", (integer_to_binary(I))/binary>>]) of
+              case rpc:call(Node, ejabberd_auth, try_register, [U, Domain, <<"password">>]) of
                   ok -> ok;
                   {error, exists} -> ok;
                   Other -> io:format(standard_error, "register ~s: ~p~n", [U, Other]), halt(1)

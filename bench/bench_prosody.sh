@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs Debian's Prosody privately for throng-bench: its own config, data
 # directory, certificate and port, as the prosody user, with users
-# user1..userN (password passwordN) whose rosters follow throng-bench's
+# user1..userN (password "password", as Throng's bulk-register) whose rosters follow throng-bench's
 # `neighbours' contact rule (user N's contacts: N-9..N-1 and N+1..N+9,
 # wrapping around; all subscriptions `both').
 #
@@ -37,7 +37,7 @@ gen_data() {
         h = int(c / 2); if (h > int((n - 1) / 2)) h = int((n - 1) / 2);
         for (i = 1; i <= n; i++) {
             f = d "/accounts/user" i ".dat";
-            printf "return {\n\t[\"password\"] = \"password%d\";\n};\n", i > f; close(f);
+            printf "return {\n\t[\"password\"] = \"password\";\n};\n" > f; close(f);
             r = d "/roster/user" i ".dat";
             printf "return {\n\t[false] = { [\"version\"] = 1; [\"pending\"] = {}; };\n" > r;
             for (k = -h; k <= h; k++) {

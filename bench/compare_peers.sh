@@ -15,7 +15,7 @@
 #   SERVERS    which peers to run, in order [prosody ejabberd]
 #   THRONG_START, THRONG_STOP
 #              commands that start and stop Throng on PORT for domain
-#              localhost with user1..USERS (password passwordN) and the same
+#              localhost with user1..USERS (password "password") and the same
 #              `neighbours' rosters; when THRONG_START is set Throng runs first.
 #              THRONG_START must keep running in the foreground, or exit once
 #              Throng is ready after printing its pid on its last line.

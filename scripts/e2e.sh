@@ -82,6 +82,38 @@ expect "kick carol" "$T" kick carol@localhost/stay
 sleep 1
 case "$("$T" sessions)" in *carol@localhost/stay*) fail "carol still connected after kick";; *) ok "kicked session is gone";; esac
 
+# throng-bench against this server: the paper scenario at small scale, and a
+# STARTTLS + SCRAM-SHA-256 run; the summaries must be consistent.
+bench_check() { # bench_check DIR USERS
+    $PY - "$1/summary.json" "$2" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); m = s['messages']
+problems = []
+if s['status'] != 'complete': problems.append('status ' + s['status'])
+if s['users']['logged_in'] != n: problems.append('logged in %d of %d' % (s['users']['logged_in'], n))
+if s['errors']['total'] != 0: problems.append('errors %s' % s['errors'])
+if m['sent'] != m['received'] + m['lost']: problems.append('sent != received + lost: %s' % m)
+if s['sessions']['max'] != n: problems.append('sessions max %s' % s['sessions']['max'])
+print('; '.join(problems) or 'consistent: %d users, %d messages sent, %d received, %d lost' % (n, m['sent'], m['received'], m['lost']))
+sys.exit(1 if problems else 0)
+PYEOF
+}
+PID=$(cat "$WORK/run/throng.pid")
+if "$ROOT/bin/throng-bench" xmpp --scenario paper --users 500 --rate 50 --length 20s --port "$PORT" \
+       --server-pid "$PID" --out "$WORK/bench" --no-progress >"$WORK/bench.log" 2>&1 \
+   && out=$(bench_check "$WORK/bench" 500) && [ -s "$WORK/bench/report.html" ]; then
+    ok "throng-bench paper scenario, 500 users: $out"
+else
+    fail "throng-bench paper scenario: ${out:-$(tail -5 "$WORK/bench.log")}"
+fi
+if "$ROOT/bin/throng-bench" xmpp --scenario smoke --users 30 --rate 10 --length 10s --port "$PORT" \
+       --tls starttls --auth scram-sha-256 --out "$WORK/bench-tls" --no-progress >"$WORK/bench-tls.log" 2>&1 \
+   && out=$(bench_check "$WORK/bench-tls" 30); then
+    ok "throng-bench STARTTLS + SCRAM-SHA-256, 30 users: $out"
+else
+    fail "throng-bench STARTTLS run: ${out:-$(tail -5 "$WORK/bench-tls.log")}"
+fi
+
 # Live statistics: Prometheus text, JSON, the dashboard, the CLI table.
 M="http://127.0.0.1:$((PORT + 58))"
 case "$(curl -s "$M/metrics")" in *"# TYPE throng_sessions"*) ok "/metrics is Prometheus text";; *) fail "/metrics";; esac

@@ -29,7 +29,7 @@
         [{first, {int, 0, 1 bsl 40}, 1},
          {count, {int, 1, 1 bsl 40}, auto},
          {name, string, <<"user%N">>},
-         {password, string, <<"password%N">>},
+         {password, string, <<"password">>},
          {csv, string, none},
          {register, bool, false},
          {contacts, {enum, [neighbours, none]}, neighbours},

@@ -3,7 +3,7 @@
 %% reached, sent = received + lost, every error counted under its type.
 %%
 %% The real server is, in order: THRONG_BENCH_XMPP_SERVER=host:port[:domain]
-%% (users user1..userN with password passwordN and `neighbours' rosters must
+%% (users user1..userN with the password "password" and `neighbours' rosters must
 %% exist, e.g. from Throng's bulk registration), or a private Prosody started
 %% with bench/bench_prosody.sh when Prosody is installed and we are root.
 %% Without either, the group `real_server' is skipped and says why.
