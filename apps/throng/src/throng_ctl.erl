@@ -27,6 +27,9 @@ commands() ->
       "rosters of CONTACTS neighbours (default 18) and SCRAM credentials of ITERATIONS "
       "PBKDF2 rounds (default auth.scram_iterations), for load tests"},
      {"accounts", "DOMAIN", "Count the accounts of a domain"},
+     {"counters", "", "Print the server's counters (name value), e.g. for scripts"},
+     {"gc", "", "Write Mnesia's log into its tables and garbage-collect every process "
+      "(before a memory measurement)"},
      {"stats", "[--once]", "Live statistics (OS, BEAM, server, message queues), redrawn "
       "every second; --once prints one snapshot"}].
 
@@ -81,6 +84,15 @@ run("bulk-register", [S, N, P, Prefix, C, It]) ->
         _ ->
             {?USAGE, "COUNT, CONTACTS and ITERATIONS must be whole numbers\n"}
     end;
+run("counters", []) ->
+    M = throng_metrics:all(),
+    {?OK, [io_lib:format("~s ~b~n", [N, maps:get(N, M)]) || N <- throng_metrics:names()]};
+run("gc", []) ->
+    Before = erlang:memory(total),
+    _ = mnesia:dump_log(),
+    _ = [erlang:garbage_collect(P) || P <- processes()],
+    After = erlang:memory(total),
+    {?OK, io_lib:format("memory ~.1f MB -> ~.1f MB~n", [Before / 1048576, After / 1048576])};
 run("accounts", [S]) ->
     {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
 run("stats", Args) when Args =:= []; Args =:= ["--once"] ->
