@@ -12,13 +12,10 @@
 #   CONTACTS   roster size [18]
 #   WORK       servers' private directories [/tmp/throng-compare]
 #   OUT        results [bench/results/compare-DATE]
-#   SERVERS    which peers to run, in order [prosody ejabberd]
-#   THRONG_START, THRONG_STOP
-#              commands that start and stop Throng on PORT for domain
-#              localhost with user1..USERS (password "password") and the same
-#              `neighbours' rosters; when THRONG_START is set Throng runs first.
-#              THRONG_START must keep running in the foreground, or exit once
-#              Throng is ready after printing its pid on its last line.
+#   SERVERS    which servers to run, in order [throng prosody ejabberd]
+#              (throng: the release of this repository, bench/bench_throng.sh;
+#              build it first with make release)
+#   ITERATIONS PBKDF2 iterations of Throng's test accounts [4096]
 #
 # Installs prosody and ejabberd with apt if they are missing, with a
 # policy-rc.d that keeps apt from starting their system services. The
@@ -34,7 +31,8 @@ port=${PORT:-15222}
 contacts=${CONTACTS:-18}
 work=${WORK:-/tmp/throng-compare}
 out=${OUT:-$root/bench/results/compare-$(date +%Y%m%d-%H%M%S)}
-servers=${SERVERS:-prosody ejabberd}
+servers=${SERVERS:-throng prosody ejabberd}
+iterations=${ITERATIONS:-4096}
 
 [ "$(id -u)" -eq 0 ] || { echo "$0: run as root (the servers run as their own users)" >&2; exit 2; }
 [ -x "$root/bin/throng-bench" ] || { echo "$0: $root/bin/throng-bench is missing" >&2; exit 2; }
@@ -62,16 +60,15 @@ sysctl -qw net.core.somaxconn=65535 2>/dev/null || true
 sysctl -qw net.ipv4.ip_local_port_range="1024 65535" 2>/dev/null || true
 
 set --
-if [ -n "${THRONG_START:-}" ]; then
-    set -- "$@" --server "throng=$THRONG_START"
-    [ -n "${THRONG_STOP:-}" ] && set -- "$@" --stop "throng=$THRONG_STOP"
-fi
 for s in $servers; do
     case "$s" in
+    throng)
+        set -- "$@" --server "throng=$root/bench/bench_throng.sh start $work/throng $port $users $contacts $iterations" \
+                    --stop "throng=$root/bench/bench_throng.sh stop $work/throng" ;;
     prosody|ejabberd)
         set -- "$@" --server "$s=$root/bench/bench_$s.sh start $work/$s $port $users $contacts" \
                     --stop "$s=$root/bench/bench_$s.sh stop $work/$s" ;;
-    *) echo "$0: unknown server $s (prosody, ejabberd)" >&2; exit 2 ;;
+    *) echo "$0: unknown server $s (throng, prosody, ejabberd)" >&2; exit 2 ;;
     esac
 done
 

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Login throughput and server CPU per login (SASL PLAIN, no TLS): USERS users
+# arrive at RATE per second, log in and stay; then the same with initial
+# presence to 18-contact rosters (the fan-out of presence to online contacts
+# and their answers). The load generator runs on the same machine.
+#
+#   bench/logins.sh [USERS] [RATE] [ITERATIONS]     (defaults 15000 4000 1)
+#
+# ITERATIONS is the PBKDF2 count of the test accounts' SCRAM keys: a PLAIN
+# login derives them once per user (then the login cache answers); 1 measures
+# the server, 4096 (the default for real accounts) adds ~1.3 ms per first login.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+users=${1:-15000}; rate=${2:-4000}; iterations=${3:-1}
+work=$(mktemp -d /tmp/throng-logins.XXXXXX)
+trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf "$work"' EXIT INT TERM
+for variant in login idle; do
+    scenario="$root/bench/bench_$variant.yml"
+    pid=$("$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>/dev/null | tail -n 1)
+    "$root/bin/throng-bench" xmpp --scenario "$scenario" --port 15222 --users "$users" --rate "$rate" \
+        --length 20s --password password --server-pid "$pid" --out "$work/$variant" --no-progress >/dev/null
+    echo "== $variant ($( [ $variant = login ] && echo 'login only' || echo 'login + initial presence to 18 contacts'))"
+    grep -E '"(mean_while_active|max)"' "$work/$variant/summary.json" >/dev/null 2>&1 || true
+    /usr/bin/python3 - "$work/$variant/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r, l = s['rates']['logins_per_s'], s['latency_ms']['login']
+print('users logged in %d, errors %d; logins/s mean %.0f, best second %.0f; login p50 %.1f ms, p99 %.1f ms'
+      % (s['users']['logged_in'], s['errors']['total'], r['mean_while_active'], r['max'], l['p50'], l['p99']))
+PY
+    awk -v col=logins_s -f "$root/bench/per_unit.awk" "$work/$variant/timeseries.csv"
+    "$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1
+done
