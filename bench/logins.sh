@@ -28,6 +28,6 @@ r, l = s['rates']['logins_per_s'], s['latency_ms']['login']
 print('users logged in %d, errors %d; logins/s mean %.0f, best second %.0f; login p50 %.1f ms, p99 %.1f ms'
       % (s['users']['logged_in'], s['errors']['total'], r['mean_while_active'], r['max'], l['p50'], l['p99']))
 PY
-    awk -v col=logins_s -f "$root/bench/per_unit.awk" "$work/$variant/timeseries.csv"
+    awk -v col=logins_s -v from=connects_s -f "$root/bench/per_unit.awk" "$work/$variant/timeseries.csv"
     "$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1
 done

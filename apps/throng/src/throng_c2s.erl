@@ -52,6 +52,10 @@
 
 -define(MAX_AUTH_FAILURES, 5).
 -define(ROUTE_BATCH, 64).
+%% Port is the TCP port of this session's current socket (the last element
+%% of {tcp, Port} and {tls, TLS, Port}).
+-define(OURS(Port, D), (is_tuple(D#d.sock) andalso
+                        element(tuple_size(D#d.sock), D#d.sock) =:= Port)).
 
 %%% Start
 
@@ -102,6 +106,13 @@ callback_mode() -> handle_event_function.
 
 -spec handle_event(gen_statem:event_type(), term(), atom(), #d{}) ->
     gen_statem:event_handler_result(atom()).
+handle_event(info, {Tag, Port, _}, _State, D) when Tag =:= tcp, not ?OURS(Port, D);
+                                                  Tag =:= tcp_error, not ?OURS(Port, D) ->
+    %% Left over from a socket this session no longer uses (replaced on
+    %% resumption).
+    keep_state_and_data;
+handle_event(info, {tcp_closed, Port}, _State, D) when not ?OURS(Port, D) ->
+    keep_state_and_data;
 handle_event(info, {tcp, _Port, Bin}, State, D) ->
     case throng_socket:decode(D#d.sock, Bin) of
         {ok, Data} ->
@@ -110,6 +121,14 @@ handle_event(info, {tcp, _Port, Bin}, State, D) ->
             logger:info(#{what => tls_error, reason => Why, ip => D#d.ip}),
             {stop, normal, D}
     end;
+handle_event(info, {tcp_passive, _Port}, State, #d{paused = false, sock = Sock} = D)
+  when Sock =/= undefined, State =/= resumable ->
+    %% The driver delivered its N reads: re-arm (a paused socket is re-armed
+    %% when the pause ends).
+    _ = activate(D),
+    keep_state_and_data;
+handle_event(info, {tcp_passive, _Port}, _State, _D) ->
+    keep_state_and_data;
 handle_event(info, {tcp_closed, _Port}, State, D) ->
     closed(State, D);
 handle_event(info, {tcp_error, _Port, Why}, State, D) ->
@@ -144,19 +163,19 @@ handle_event({timeout, negotiation}, negotiation, wait_header, D) ->
 handle_event({timeout, negotiation}, negotiation, _State, D) ->
     stream_error('connection-timeout', <<"negotiation took too long">>, D);
 handle_event({timeout, shaper}, resume, State, D) ->
-    done(State, D#d{paused = false});
+    done(State, unpause(State, D));
 handle_event({timeout, auth_delay}, Failure, State, D) ->
-    done(State, emit(Failure, D#d{paused = false}));
+    done(State, emit(Failure, unpause(State, D)));
 handle_event(state_timeout, resume_expired, resumable, D) ->
     {stop, normal, D};
 handle_event({call, From}, {resume, Bare, H}, State, D) ->
     resume_request(From, Bare, H, State, D);
-handle_event(info, {resume_socket, Sock, Parser, Rest}, resumable, D) ->
-    resumed(Sock, Parser, Rest, D);
-handle_event(info, {resume_socket, Sock, Parser, Rest}, session, D) ->
+handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
+    resumed(Sock, Parser, Rest, Pending, D);
+handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D) ->
     %% Resumed while the old connection still looked alive: drop it.
     throng_socket:close(D#d.sock),
-    resumed(Sock, Parser, Rest, D);
+    resumed(Sock, Parser, Rest, Pending, D);
 handle_event(_Type, Msg, State, _D) ->
     logger:debug(#{what => unexpected_event, state => State, msg => Msg}),
     keep_state_and_data.
@@ -187,7 +206,7 @@ events([Ev | Rest], State, D, Actions) ->
 done(State, D) ->
     done(State, D, []).
 
-%% The end of every event: write what was gathered, re-arm the socket.
+%% The end of every event: write what was gathered.
 done(session, #d{sm = SM} = D, Actions) when SM =/= undefined ->
     %% A client that never acknowledges would make the queue grow forever.
     case throng_stream_mgmt:pending(SM) > throng_config:get([stream_management, max_unacked]) of
@@ -197,14 +216,10 @@ done(session, #d{sm = SM} = D, Actions) when SM =/= undefined ->
 done(State, D, Actions) ->
     send_out(State, D, Actions).
 
-send_out(State, #d{sock = Sock} = D0, Actions) ->
+send_out(State, D0, Actions) ->
     throng_metrics:check_queue(),
     case flush(D0) of
         {ok, D} ->
-            _ = case D#d.paused orelse State =:= resumable orelse Sock =:= undefined of
-                    true -> ok;
-                    false -> activate(D)
-                end,
             {next_state, State, D, Actions ++ shaper_action(D)};
         {error, _} ->
             closed(State, D0#d{out = []})
@@ -216,8 +231,25 @@ shaper_action(#d{paused = true, tokens = T, lref = LRef}) when T < 0 ->
 shaper_action(_) ->
     [].
 
+%% The socket runs in {active, N} mode: the driver delivers up to N reads as
+%% messages, then {tcp_passive, Port}, and the socket is re-armed. A pause
+%% (traffic shaper, authentication-failure delay) turns reading off until it
+%% ends; the client is then slowed down by TCP flow control.
 activate(D) ->
-    throng_socket:activate(D#d.sock).
+    throng_socket:activate(D#d.sock, lopt(D#d.lref, active_n)).
+
+pause(#d{paused = true} = D) -> D;
+pause(#d{sock = undefined} = D) -> D#d{paused = true};
+pause(D) ->
+    _ = throng_socket:pause(D#d.sock),
+    D#d{paused = true}.
+
+unpause(_State, #d{paused = false} = D) -> D;
+unpause(State, #d{sock = Sock} = D) when Sock =:= undefined; State =:= resumable ->
+    D#d{paused = false};
+unpause(_State, D) ->
+    _ = activate(D),
+    D#d{paused = false}.
 
 %%% The traffic shaper: a token bucket per connection. When the bucket is
 %%% empty the socket is not re-armed until it has refilled: the client is
@@ -234,7 +266,7 @@ shape(Size, #d{lref = LRef, tokens = T0, tstamp = Last} = D) ->
             case T < 0 of
                 true ->
                     throng_metrics:incr(shaper_delays),
-                    D#d{tokens = T, tstamp = Now, paused = true};
+                    pause(D#d{tokens = T, tstamp = Now});
                 false ->
                     D#d{tokens = T, tstamp = Now}
             end
@@ -348,7 +380,6 @@ starttls(D0) ->
             case throng_socket:starttls(D1#d.sock, throng_cert:certfile()) of
                 {ok, TLS} ->
                     throng_metrics:incr(tls_established),
-                    _ = throng_socket:activate(TLS),
                     {restart, wait_header,
                      D1#d{sock = TLS, parser = throng_xml_stream:reset(D1#d.parser)}};
                 {error, Why} ->
@@ -422,7 +453,7 @@ sasl_result({error, Cond, User}, D) ->
             %% (the socket is not read meanwhile).
             case failure_delay(N) of
                 0 -> {next, negotiating, emit(sasl_failure(Cond), D1)};
-                Ms -> {next, negotiating, D1#d{paused = true},
+                Ms -> {next, negotiating, pause(D1),
                        [{{timeout, auth_delay}, Ms, sasl_failure(Cond)}]}
             end
     end.
@@ -734,12 +765,16 @@ resume(El, D) ->
     end.
 
 %% The old session agrees: give it the socket and the stream, and go.
+%% The socket stops reading first; what the driver had already delivered to
+%% this process goes along, in order.
 handover(Pid, RestEvents, D) ->
     {ok, D1} = flush(D),
     Port = throng_socket:port(D1#d.sock),
+    _ = throng_socket:pause(D1#d.sock),
+    Pending = socket_messages(Port),
     case gen_tcp:controlling_process(Port, Pid) of
         ok ->
-            Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents},
+            Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents, Pending},
             {stop, {shutdown, resumed_elsewhere}, D1#d{sock = undefined}};
         {error, _} ->
             {stop, normal, D1}
@@ -761,11 +796,24 @@ resume_request(From, Bare, H, State, #d{sm = SM, jid = JID} = D) ->
             end
     end.
 
-resumed(Sock, Parser, Rest, #d{sm = SM} = D0) ->
+socket_messages(Port) ->
+    receive
+        {tcp, Port, _} = M -> [M | socket_messages(Port)];
+        {tcp_closed, Port} = M -> [M | socket_messages(Port)];
+        {tcp_error, Port, _} = M -> [M | socket_messages(Port)];
+        {tcp_passive, Port} -> socket_messages(Port)
+    after 0 -> []
+    end.
+
+resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
     throng_metrics:incr(sm_resumed),
     Unacked = throng_stream_mgmt:unacked(SM),
     throng_metrics:add(sm_redelivered, length(Unacked)),
+    %% What the old connection process had received is handled next, then
+    %% the socket reads again.
+    _ = [self() ! M || M <- Pending],
     D1 = D0#d{sock = Sock, parser = Parser, paused = false},
+    _ = activate(D1),
     D2 = emit(throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM),
                                             throng_stream_mgmt:in_count(SM)), D1),
     %% Re-send what was not acknowledged, in order (they stay queued until acked).

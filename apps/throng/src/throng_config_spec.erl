@@ -109,6 +109,12 @@ listener_spec() ->
                               "buffer). The driver keeps a partly used buffer allocated, so "
                               "this is also memory each idle connection holds; larger reads "
                               "cost fewer system calls for big stanzas."},
+      active_n => #{type => {int, 1, 10000}, default => 100,
+                    doc => "Reads the inet driver delivers before the connection "
+                           "process re-arms the socket ({active, N}). 1 is active-once "
+                           "(a system call per read to re-arm); larger values save "
+                           "that call on busy connections and let at most N reads of "
+                           "recv_buffer bytes queue in a connection's mailbox."},
       max_stanza_size => #{type => {int, 1024, 16777216}, default => 262144,
                            doc => "Largest stanza in bytes. A larger one ends the "
                                   "connection with a policy-violation stream error."},

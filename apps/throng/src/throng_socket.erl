@@ -4,7 +4,7 @@
 %% (e.g. WebSocket) would not touch it.
 -module(throng_socket).
 
--export([send/2, activate/1, close/1, peer_ip/1, port/1, starttls/2, decode/2, is_tls/1]).
+-export([send/2, activate/2, pause/1, close/1, peer_ip/1, port/1, starttls/2, decode/2, is_tls/1]).
 
 -type socket() :: {tcp, gen_tcp:socket()} | {tls, fast_tls:tls_socket(), gen_tcp:socket()}.
 -export_type([socket/0]).
@@ -13,9 +13,15 @@
 send({tcp, S}, Data) -> gen_tcp:send(S, Data);
 send({tls, T, _}, Data) -> fast_tls:send(T, iolist_to_binary(Data)).
 
-%% @doc Asks for the next chunk of data as one message (active once).
--spec activate(socket()) -> ok | {error, term()}.
-activate(Sock) -> inet:setopts(port(Sock), [{active, once}]).
+%% @doc Lets the driver deliver the next N reads as messages ({active, N});
+%% after them it sends {tcp_passive, Port} and waits to be re-armed.
+-spec activate(socket(), pos_integer()) -> ok | {error, term()}.
+activate(Sock, N) -> inet:setopts(port(Sock), [{active, N}]).
+
+%% @doc Stops reading the socket (until {@link activate/2}); TCP flow control
+%% then slows the peer down.
+-spec pause(socket()) -> ok | {error, term()}.
+pause(Sock) -> inet:setopts(port(Sock), [{active, false}]).
 
 -spec close(socket()) -> ok.
 close({tcp, S}) -> _ = gen_tcp:close(S), ok;

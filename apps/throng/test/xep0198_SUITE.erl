@@ -17,7 +17,8 @@
 all() ->
     [feature_advertised, enable_without_resume, enable_twice_fails, client_requests_ack,
      server_requests_ack, ack_drops_queue, ack_too_high_is_error,
-     resume_redelivers_unacked, resume_unknown_id_fails, resume_other_user_fails,
+     resume_redelivers_unacked, stanzas_right_after_resume_are_handled,
+     resume_unknown_id_fails, resume_other_user_fails,
      queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
      clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
      never_acking_client_is_cut_off].
@@ -68,6 +69,11 @@ bob() -> #jid{user = <<"bob">>, server = <<"localhost">>}.
 
 %% Logs in a second connection as User and asks to resume PrevId with H.
 resume(User, PrevId, H) ->
+    resume(User, PrevId, H, []).
+
+%% The same, with stanzas sent right after the request, each in its own write
+%% (without waiting for the answer).
+resume(User, PrevId, H, Then) ->
     C = ?C:connect(#{}),
     _ = ?C:open_stream(C),
     ok = ?C:auth_plain(C, User, <<"password">>),
@@ -76,6 +82,7 @@ resume(User, PrevId, H) ->
     ?C:send(C, #xmlel{name = <<"resume">>,
                       attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, PrevId},
                                {<<"h">>, integer_to_binary(H)}]}),
+    [?C:send(C, El) || El <- Then],
     {C, ?C:recv_stanza(C)}.
 
 %%% Cases
@@ -156,6 +163,23 @@ resume_redelivers_unacked(_) ->
     %% The session goes on: presence and routing still point at it.
     ?C:send(A, msg(<<"bob@localhost/b">>, <<"after">>)),
     ?assertEqual([<<"after">>], bodies(recv_messages(B2, 1))).
+
+%% What the client sends while its resumption is being arranged (the old
+%% session takes the socket over) is handled by the resumed session, in order.
+stanzas_right_after_resume_are_handled(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    Id = throng_xml:attr(<<"id">>, enable(B, true)),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:abort(B),
+    timer:sleep(200),
+    Bodies = [integer_to_binary(N) || N <- lists:seq(1, 30)],
+    {B2, Resumed} = resume(<<"bob">>, Id, 0, [msg(<<"alice@localhost/a">>, Body) || Body <- Bodies]),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
+    ?assertEqual(Bodies, bodies(recv_messages(A, 30))),
+    %% The stream goes on: an ack request is answered with all 30 counted.
+    ?C:send(B2, #xmlel{name = <<"r">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
+    Ack = ?C:recv_stanza(B2),
+    ?assertEqual({<<"a">>, <<"30">>}, {Ack#xmlel.name, throng_xml:attr(<<"h">>, Ack)}).
 
 resume_unknown_id_fails(_) ->
     {_C, F} = resume(<<"bob">>, <<"bm90IGFuIGlk">>, 0),

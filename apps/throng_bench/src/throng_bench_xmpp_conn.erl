@@ -1,5 +1,5 @@
 %% @doc The transport under a simulated XMPP user: a gen_tcp socket (inet
-%% driver, active-once), optionally upgraded to TLS with fast_tls after
+%% driver, {active, N}), optionally upgraded to TLS with fast_tls after
 %% STARTTLS. The protocol code (throng_bench_xmpp_user) sees only
 %% connect/send/decode/activate/close and never the difference.
 -module(throng_bench_xmpp_conn).
@@ -35,10 +35,11 @@ send({tls, _S, T}, Data) ->
     throng_bench_metrics:add(bytes_out, iolist_size(Data)),
     fast_tls:send(T, iolist_to_binary(Data)).
 
-%% @doc Ask for the next packet ({tcp, S, Data}) as a message.
+%% @doc Let the next 100 reads arrive as messages ({tcp, S, Data}); then
+%% {tcp_passive, S} says it is time to call this again. (Re-arming after
+%% every read, active-once, costs a system call per packet.)
 -spec activate(conn()) -> ok | {error, term()}.
-activate({tcp, S}) -> inet:setopts(S, [{active, once}]);
-activate({tls, S, _}) -> inet:setopts(S, [{active, once}]).
+activate(Conn) -> inet:setopts(socket(Conn), [{active, 100}]).
 
 %% @doc Bytes that arrived on the socket -> application bytes.
 -spec decode(conn(), binary()) -> {ok, binary()} | {error, term()}.

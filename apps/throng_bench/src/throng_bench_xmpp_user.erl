@@ -156,14 +156,13 @@ handle({tcp, _S, Data}, U = #u{conn = Conn}) ->
     case throng_bench_xmpp_conn:decode(Conn, Data) of
         {ok, Plain} ->
             {Events, Xs} = throng_xml_stream:parse(U#u.xs, Plain),
-            case events(Events, U#u{xs = Xs}) of
-                stop -> stop;
-                U1 = #u{conn = C1} ->
-                    case throng_bench_xmpp_conn:activate(C1) of
-                        ok -> U1;
-                        {error, R} -> throw({fail, R})
-                    end
-            end;
+            events(Events, U#u{xs = Xs});
+        {error, R} -> throw({fail, R})
+    end;
+handle({tcp_passive, _S}, U = #u{conn = Conn}) ->
+    case throng_bench_xmpp_conn:activate(Conn) of
+        ok -> U;
+        {error, closed} -> U;   % tcp_closed follows
         {error, R} -> throw({fail, R})
     end;
 handle({tcp_closed, _S}, U = #u{step = Step}) when Step =:= closing; Step =:= linger ->
