@@ -9,15 +9,20 @@
 # ITERATIONS is the PBKDF2 count of the test accounts' SCRAM keys: a PLAIN
 # login derives them once per user (then the login cache answers); 1 measures
 # the server, 4096 (the default for real accounts) adds ~1.3 ms per first login.
+# SERVER_CPUS / LOAD_CPUS (taskset CPU lists, e.g. 0 and 1) pin the server
+# and the load generator to separate cores: the server's capacity per core
+# without the load generator competing for it.
 set -eu
+pin_server=${SERVER_CPUS:+taskset -c $SERVER_CPUS}
+pin_load=${LOAD_CPUS:+taskset -c $LOAD_CPUS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 users=${1:-15000}; rate=${2:-4000}; iterations=${3:-1}
 work=$(mktemp -d /tmp/throng-logins.XXXXXX)
 trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf "$work"' EXIT INT TERM
 for variant in login idle; do
     scenario="$root/bench/bench_$variant.yml"
-    pid=$("$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>/dev/null | tail -n 1)
-    "$root/bin/throng-bench" xmpp --scenario "$scenario" --port 15222 --users "$users" --rate "$rate" \
+    pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>/dev/null | tail -n 1)
+    $pin_load "$root/bin/throng-bench" xmpp --scenario "$scenario" --port 15222 --users "$users" --rate "$rate" \
         --length 20s --password password --server-pid "$pid" --out "$work/$variant" --no-progress >/dev/null
     echo "== $variant ($( [ $variant = login ] && echo 'login only' || echo 'login + initial presence to 18 contacts'))"
     grep -E '"(mean_while_active|max)"' "$work/$variant/summary.json" >/dev/null 2>&1 || true

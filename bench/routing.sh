@@ -6,13 +6,18 @@
 # recipient had already left at the end). Load generator on the same machine.
 #
 #   bench/routing.sh [USERS]          (default 2000: ~20,000 messages/s offered)
+# SERVER_CPUS / LOAD_CPUS (taskset CPU lists, e.g. 0 and 1) pin the server
+# and the load generator to separate cores: the server's capacity per core
+# without the load generator competing for it.
 set -eu
+pin_server=${SERVER_CPUS:+taskset -c $SERVER_CPUS}
+pin_load=${LOAD_CPUS:+taskset -c $LOAD_CPUS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 users=${1:-2000}
 work=$(mktemp -d /tmp/throng-routing.XXXXXX)
 trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf "$work"' EXIT INT TERM
-pid=$("$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 1 2>/dev/null | tail -n 1)
-"$root/bin/throng-bench" xmpp --scenario "$root/bench/bench_chat.yml" --users "$users" --rate 1000 \
+pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 1 2>/dev/null | tail -n 1)
+$pin_load "$root/bin/throng-bench" xmpp --scenario "$root/bench/bench_chat.yml" --users "$users" --rate 1000 \
     --server-pid "$pid" --out "$work/out" --no-progress >/dev/null
 /usr/bin/python3 - "$work/out/summary.json" <<'PY'
 import json, sys

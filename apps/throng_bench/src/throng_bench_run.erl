@@ -62,8 +62,9 @@ run1(Spec = #{job := Job, config := Config, workers := Workers}) ->
 
 loop(Tick, S = #{t0 := T0}) ->
     sleep_until(T0 + Tick * 1000),
+    At = probe(S),
     {Merged, Statuses, S1} = sample_all(S),
-    S2 = record(Tick, Merged, S1),
+    S2 = record(Tick, Merged, At, S1),
     (Tick rem ?PARTIAL_EVERY =:= 0) andalso write(running, null, S2),
     Done = Statuses =/= [] andalso lists:all(fun(#{done := D}) -> D end, Statuses),
     Now = Tick * 1000,
@@ -130,10 +131,17 @@ call_all(#{workers := Workers, job := Job, lost := Lost}, F) ->
          || W = #{id := I} <- Workers, not lists:member(I, Lost)],
     ok.
 
-record(Tick, Merged, S = #{prev := Prev, prev_t := PrevT, t0 := T0, rows := Rows,
-                           server_prev := SP, base := Base}) ->
-    Now = erlang:monotonic_time(millisecond),
-    Server = throng_bench_proc:sample(maps:get(server_pid, S, undefined)),
+%% The moment of a row: the time, and the server's /proc figures, taken
+%% just before the workers are asked for their counters. Rates divide by the
+%% time between two such moments, not by when the answers came back: a
+%% worker VM that answers late (it was busy) must not make the next row's
+%% few milliseconds look like a second's worth of work, nor the server's CPU
+%% be measured over another interval than the row's.
+probe(S) ->
+    {erlang:monotonic_time(millisecond), throng_bench_proc:sample(maps:get(server_pid, S, undefined))}.
+
+record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T0, rows := Rows,
+                                          server_prev := SP, base := Base}) ->
     LoadRss = loadgen_rss(maps:get(loadgen_pids, Base)),
     Row0 = row((Now - T0) / 1000, Prev, Merged, max(1, Now - PrevT) / 1000, {SP, Server},
                LoadRss),
@@ -212,10 +220,11 @@ finish(Status, Error, S = #{workers := Workers}) ->
     S0 = S,
     call_all(S0, halt_job),
     %% one last sample so that the summary holds the final counts
+    At = probe(S0),
     {Merged, _, S1} = sample_all(S0),
     Tick = length(maps:get(rows, S1)) + 1,
     S2 = case maps:get(rows, S1) of
-             [] -> record(Tick, Merged, S1);
+             [] -> record(Tick, Merged, At, S1);
              _ -> S1#{last => Merged}
          end,
     maps:get(progress, S, true) andalso io:put_chars(standard_error, "\n"),

@@ -28,10 +28,10 @@ line(<<"# TYPE ", Rest/binary>>, #{families := F, help := Help} = St) ->
     lists:member(Type, [<<"counter">>, <<"gauge">>, <<"histogram">>, <<"summary">>,
                         <<"untyped">>]) orelse error({bad_type, Name, Type}),
     maps:is_key(Name, F) andalso error({family_twice, Name}),
-    case Help of
-        {Name, H} -> ok;
-        _ -> H = error({type_without_help, Name})
-    end,
+    H = case Help of
+            {Name, Text} -> Text;
+            _ -> error({type_without_help, Name})
+        end,
     Type =:= <<"counter">> andalso not ends_with(Name, <<"_total">>)
         andalso error({counter_without_total, Name}),
     St#{families => F#{Name => #{type => Type, help => H}}, current => {Name, Type}};
