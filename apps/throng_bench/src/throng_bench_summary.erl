@@ -42,7 +42,10 @@ ms(Us) -> Us / 1000.
 %% @doc The server's memory and CPU from the /proc samples in the rows.
 %% `PerKey' names the row column (e.g. sessions) memory is divided by, Unit
 %% its name in the key: bytes_per_UNIT_at_peak = (RSS when that column
-%% peaked - RSS before the run) / peak.
+%% peaked - the lowest RSS from before the run to that row) / peak. (A
+%% server still giving memory back to the OS after its set-up shrinks
+%% while the first users arrive; measured from the RSS before the run, its
+%% cost per session would then look far too small.)
 -spec server([map()], throng_bench_proc:sample() | undefined, atom(), atom()) -> map().
 server(Rows, Base, PerKey, Unit) ->
     Rss = [{R, V} || R = #{server_rss_bytes := V} <- Rows, is_integer(V)],
@@ -55,19 +58,26 @@ server(Rows, Base, PerKey, Unit) ->
             PeakRow = peak_row(PerKey, PeakRows),
             Peak = maps:get(PerKey, PeakRow, 0),
             PeakRss = maps:get(server_rss_bytes, PeakRow),
+            Low = lists:min([Rss0 | until(PeakRow, Rss)]),
             #{sampled => true,
               rss_start_bytes => Rss0,
               rss_max_bytes => lists:max([V || {_, V} <- Rss]),
               rss_end_bytes => element(2, lists:last(Rss)),
               rss_at_peak_bytes => PeakRss,
+              rss_low_before_peak_bytes => Low,
               list_to_atom("bytes_per_" ++ atom_to_list(Unit) ++ "_at_peak") =>
                   case Peak > 0 of
-                      true -> round((PeakRss - Rss0) / Peak);
+                      true -> round((PeakRss - Low) / Peak);
                       false -> undefined
                   end,
               cpu_mean_pct => case Cpu of [] -> undefined; _ -> lists:sum(Cpu) / length(Cpu) end,
               cpu_max_pct => case Cpu of [] -> undefined; _ -> lists:max(Cpu) end}
     end.
+
+%% The RSS samples up to row R.
+until(R, [{R, V} | _]) -> [V];
+until(R, [{_, V} | Rest]) -> [V | until(R, Rest)];
+until(_, []) -> [].
 
 %% The row where column K is at its maximum, the last such row before the
 %% run was told to stop (users then leave and wake up): when K is the number

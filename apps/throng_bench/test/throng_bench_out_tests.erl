@@ -91,6 +91,18 @@ server_section_test() ->
     ?assertMatch(#{rss_max_bytes := 101000, bytes_per_session_at_peak := 1000,
                    cpu_max_pct := 30.0, cpu_mean_pct := 20.0}, S).
 
+%% A server whose RSS still falls while the first sessions arrive (it gives
+%% memory back after its set-up): the cost per session is measured from the
+%% lowest RSS up to the peak, not from the higher one before the run.
+server_section_shrinking_server_test() ->
+    Rows = [#{t => 1, sessions => 10, server_rss_bytes => 50000},
+            #{t => 2, sessions => 20, server_rss_bytes => 40000},
+            #{t => 3, sessions => 100, server_rss_bytes => 140000},
+            #{t => 4, sessions => 0, server_rss_bytes => 10000}],
+    S = throng_bench_summary:server(Rows, #{rss => 90000, cpu_ticks => 0, t => 0}, sessions, session),
+    ?assertMatch(#{rss_start_bytes := 90000, rss_low_before_peak_bytes := 40000,
+                   bytes_per_session_at_peak := 1000}, S).
+
 svg_ticks_test() ->
     ?assertEqual([0, 20, 40, 60, 80, 100], throng_bench_svg:nice_ticks(0, 100, 5)),
     ?assertEqual([1, 10, 100, 1000, 10000, 100000], throng_bench_svg:log_ticks(1, 100000)),
