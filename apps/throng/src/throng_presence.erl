@@ -45,8 +45,9 @@ probe(From, #jid{user = U, server = S}) ->
 %% @doc The session of User (a full JID) sent its initial presence El (no
 %% from/to, priority already recorded). Broadcasts it to subscribers and the
 %% user's other resources, and returns what the new resource must receive:
-%% the current presence of every contact it is subscribed to and of the
-%% user's other resources, then pending subscription requests.
+%% its own presence (RFC 6121 §4.2.2: an entity is implicitly subscribed to
+%% its own presence), the current presence of every contact it is subscribed
+%% to and of the user's other resources, then pending subscription requests.
 -spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #xmlel{}}].
 initial(#jid{user = U, server = S} = User, El) ->
     Items = throng_roster:items(U, S),
@@ -59,7 +60,7 @@ initial(#jid{user = U, server = S} = User, El) ->
     Requests = [{#jid{user = CU, server = CS},
                  #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"subscribe">>}]}}
                 || {CU, CS} <- throng_roster:pending_in(Items)],
-    Presences ++ Own ++ Requests.
+    [{User, El} | Presences ++ Own ++ Requests].
 
 contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
     From = Sub =:= from orelse Sub =:= both,
@@ -73,17 +74,18 @@ contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
             [{#jid{user = CU, server = CS, resource = R}, P} || To, {R, _, _, P} <- Available]
     end.
 
-%% @doc A later available presence: to subscribers and own resources.
+%% @doc A later available presence: to subscribers and all of the user's
+%% available resources, the sending one included (RFC 6121 §4.4.2).
 -spec update(#jid{}, #xmlel{}) -> ok.
 update(User, El) ->
-    broadcast(User, El, subscribers(User)).
+    broadcast(User, El, subscribers(User), true).
 
 %% @doc The resource becomes unavailable: subscribers, the user's other
 %% resources and every entity it sent directed presence to are told.
 -spec unavailable(#jid{}, #xmlel{}, [#jid{}]) -> ok.
 unavailable(User, El, Directed) ->
     Subscribers = subscribers(User),
-    broadcast(User, El, Subscribers),
+    broadcast(User, El, Subscribers, false),
     [throng_router:route(User, J, El)
      || J <- Directed, throng_router:is_local(J#jid.server),
         not lists:member({J#jid.user, J#jid.server}, Subscribers)],
@@ -114,13 +116,15 @@ subscribers(#jid{user = U, server = S}) ->
     throng_roster:subscribers(throng_roster:items(U, S)).
 
 %% Presence goes to every available resource of each local subscriber, and
-%% to the user's own other available resources (RFC 6121 §4.2.2, §4.4.2).
-broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers) ->
+%% to the user's own available resources (RFC 6121 §4.2.2, §4.4.2): with
+%% ToSelf, the sending resource too (available presence); without, only the
+%% others (unavailable presence: the sender is leaving).
+broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
     [throng_router:deliver(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
      || {CU, CS} <- Subscribers, throng_router:is_local(CS),
         {R, Pid, _, _} <- throng_sm:available({CU, CS})],
     [throng_router:deliver(Pid, User, User#jid{resource = R}, El)
-     || {R, Pid, _, _} <- throng_sm:available({U, S}), R =/= Self],
+     || {R, Pid, _, _} <- throng_sm:available({U, S}), ToSelf orelse R =/= Self],
     ok.
 
 %% @doc The priority of an available presence: the <priority/> child, an

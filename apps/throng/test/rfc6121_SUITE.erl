@@ -20,6 +20,7 @@ all() ->
      unsubscribe_stops_presence, unsubscribed_cancels_subscription, deny_request,
      roster_remove_cancels_subscriptions,
      initial_presence_broadcast_and_probe, presence_update_broadcast,
+     presence_reflected_to_sender,
      unavailable_on_clean_close, unavailable_on_abrupt_disconnect,
      own_resources_see_each_other, directed_presence_and_unavailable,
      no_presence_without_subscription,
@@ -133,6 +134,9 @@ push_item(El) ->
 is_presence(Type) ->
     fun(El) -> El#xmlel.name =:= <<"presence">> andalso
                    throng_xml:attr(<<"type">>, El) =:= Type end.
+
+is_presence(Type, From) ->
+    fun(El) -> (is_presence(Type))(El) andalso throng_xml:attr(<<"from">>, El) =:= From end.
 
 item_of(User, Contact) ->
     throng_storage:roster_get_item(User, <<"localhost">>, {Contact, <<"localhost">>}).
@@ -359,7 +363,7 @@ initial_presence_broadcast_and_probe(_) ->
     A = login(<<"alice">>, <<"a">>),
     ?C:send(A, ?C:presence([])),
     %% Bob's presence, from the probe.
-    PB = wait(A, is_presence(undefined)),
+    PB = wait(A, is_presence(undefined, <<"bob@localhost/b">>)),
     ?assertEqual(<<"bob@localhost/b">>, throng_xml:attr(<<"from">>, PB)),
     ?assertEqual(<<"here">>, throng_xml:subel_cdata(PB, <<"status">>)),
     %% Alice's presence, broadcast.
@@ -376,6 +380,23 @@ presence_update_broadcast(_) ->
                       children = [#xmlel{name = <<"show">>, children = [{xmlcdata, <<"away">>}]}]}),
     P = wait(B, is_presence(undefined)),
     ?assertEqual(<<"away">>, throng_xml:subel_cdata(P, <<"show">>)).
+
+%% RFC 6121 §4.2.2 and §4.4.2: initial and later available presence go to
+%% all of the user's available resources, the sending one included (an
+%% entity is implicitly subscribed to its own presence).
+presence_reflected_to_sender(_) ->
+    A = login(<<"alice">>, <<"a">>),
+    ?C:send(A, #xmlel{name = <<"presence">>,
+                      children = [#xmlel{name = <<"status">>, children = [{xmlcdata, <<"here">>}]}]}),
+    P = wait(A, is_presence(undefined)),
+    ?assertEqual({<<"alice@localhost/a">>, <<"alice@localhost/a">>, <<"here">>},
+                 {throng_xml:attr(<<"from">>, P), throng_xml:attr(<<"to">>, P),
+                  throng_xml:subel_cdata(P, <<"status">>)}),
+    ?C:send(A, #xmlel{name = <<"presence">>,
+                      children = [#xmlel{name = <<"show">>, children = [{xmlcdata, <<"away">>}]}]}),
+    U = wait(A, is_presence(undefined)),
+    ?assertEqual({<<"alice@localhost/a">>, <<"away">>},
+                 {throng_xml:attr(<<"from">>, U), throng_xml:subel_cdata(U, <<"show">>)}).
 
 unavailable_on_clean_close(_) ->
     mutual(<<"alice">>, <<"bob">>),
@@ -401,7 +422,7 @@ own_resources_see_each_other(_) ->
     A1 = online(<<"alice">>, <<"one">>),
     A2 = login(<<"alice">>, <<"two">>),
     ?C:send(A2, ?C:presence([])),
-    P = wait(A2, is_presence(undefined)),
+    P = wait(A2, is_presence(undefined, <<"alice@localhost/one">>)),
     ?assertEqual(<<"alice@localhost/one">>, throng_xml:attr(<<"from">>, P)),
     P1 = wait(A1, is_presence(undefined)),
     ?assertEqual(<<"alice@localhost/two">>, throng_xml:attr(<<"from">>, P1)).
