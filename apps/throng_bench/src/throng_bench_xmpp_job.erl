@@ -38,6 +38,7 @@ start(Scenario, {K, W}) ->
     Pid = spawn(fun() ->
                         register(?JOB, self()),
                         Job = self(),
+                        _ = throng_bench_wheel:start_link(),
                         erlang:garbage_collect(),
                         put(memory0, throng_bench_metrics:vm_memory()),
                         T0 = erlang:monotonic_time(microsecond),
@@ -98,7 +99,13 @@ job_loop(Launcher, Done, Sample) ->
         {halt, From} ->
             unlink(Launcher),
             exit(Launcher, kill),
+            %% Users' sockets are not linked to them (throng_bench_xmpp_conn):
+            %% close them here.
+            Socks = [Port || Port <- erlang:ports(),
+                             {connected, Owner} <- [erlang:port_info(Port, connected)],
+                             throng_bench_xmpp_user:is_user(Owner)],
             each_user(fun(P) -> exit(P, kill) end),
+            _ = [catch erlang:port_close(Port) || Port <- Socks],
             From ! {?JOB, halted}
     end.
 
