@@ -4,13 +4,16 @@
 %% its session. An Erlang timer (erlang:send_after/3) costs about 330 bytes
 %% of VM memory while it is pending (measured with 5,000 hibernated socket
 %% owners, OTP 25) — a tenth of what an idle user costs. Here a pending
-%% wake-up is one list cell in this process's heap (~64 bytes), in buckets
-%% of ?GRAIN ms kept in a gb_tree: a wake-up comes at most ?GRAIN ms late.
-%% Waits shorter than ?NEAR ms (chat think times, step deadlines) still use
-%% Erlang timers, which are exact; so does every wait when no wheel runs.
+%% wake-up is a list cell in a bucket of ?GRAIN ms, kept in this process's
+%% dictionary (~40 bytes; updating it leaves almost no garbage, unlike a
+%% tree). When a bucket's time comes, each of its wake-ups becomes an Erlang
+%% timer for the rest of its wait (under ?GRAIN ms), so a wake-up comes at
+%% its exact time, as with erlang:send_after/3, and wake-ups are not
+%% bunched together. Waits shorter than ?NEAR ms use Erlang timers directly;
+%% so does every wait when no wheel runs.
 -module(throng_bench_wheel).
 
--export([start_link/0, wake_at/2, grain/0, bucket/1]).
+-export([start_link/0, wake_at/1, grain/0, bucket/1]).
 -export([init/1]).
 
 -define(NAME, throng_bench_wheel).
@@ -24,29 +27,29 @@ start_link() ->
     Pid = spawn_link(?MODULE, init, [Self]),
     receive {?NAME, Pid, started} -> Pid end.
 
-%% @doc Send Msg to the calling process at monotonic time At (ms), or up
-%% to grain() ms later when At is far away.
--spec wake_at(integer(), term()) -> ok.
-wake_at(At, Msg) ->
+%% @doc Send {wake, At} to the calling process at monotonic time At (ms).
+%% (The message is fixed so that a held wake-up is only {Pid, At}.)
+-spec wake_at(integer()) -> ok.
+wake_at(At) ->
     Wait = At - erlang:monotonic_time(millisecond),
     Wheel = case Wait < ?NEAR of
                 true -> undefined;
                 false -> whereis(?NAME)
             end,
     case Wheel of
-        undefined -> _ = erlang:send_after(max(0, Wait), self(), Msg), ok;
-        W -> W ! {at, bucket(At), self(), Msg}, ok
+        undefined -> _ = erlang:send_after(max(0, Wait), self(), {wake, At}), ok;
+        W -> W ! {at, At, self()}, ok
     end.
 
-%% @doc How late a far wake-up may come, in ms.
+%% @doc The length of a bucket, in ms.
 -spec grain() -> pos_integer().
 grain() -> ?GRAIN.
 
-%% @doc The bucket of time At, ceil(At / ?GRAIN) (div truncates towards
-%% zero): fired at bucket * ?GRAIN, never before At.
+%% @doc The bucket of time At, floor(At / ?GRAIN) (div truncates towards
+%% zero): it is taken out at bucket * ?GRAIN, never after At.
 -spec bucket(integer()) -> integer().
-bucket(At) when At >= 0 -> (At + ?GRAIN - 1) div ?GRAIN;
-bucket(At) -> At div ?GRAIN.
+bucket(At) when At >= 0 -> At div ?GRAIN;
+bucket(At) -> (At - ?GRAIN + 1) div ?GRAIN.
 
 %% The wheel ends with the process that started it (the job), whatever its
 %% exit reason; a crash of the wheel takes the job down with it (link).
@@ -55,7 +58,7 @@ init(Parent) ->
     claim_name(100),
     MRef = erlang:monitor(process, Parent),
     Parent ! {?NAME, self(), started},
-    loop(MRef, gb_trees:empty()).
+    loop(MRef, bucket(erlang:monotonic_time(millisecond)), 0).
 
 %% The wheel of a previous job may still be on its way out.
 claim_name(Tries) ->
@@ -66,39 +69,41 @@ claim_name(Tries) ->
             claim_name(Tries - 1)
     end.
 
-%% Due buckets are fired before each receive, so that a steady stream of
-%% new wake-ups cannot hold back the due ones.
-loop(MRef, T0) ->
+%% Cursor: the next bucket to take out; Count: wake-ups held. Due buckets
+%% are taken out before each receive, so that a steady stream of new
+%% wake-ups cannot hold back the due ones.
+loop(MRef, Cursor0, Count0) ->
     Now = erlang:monotonic_time(millisecond),
-    T = fire(Now, T0),
+    {Cursor, Count} = turn(Now, Cursor0, Count0),
     receive
-        {at, B, Pid, Msg} ->
-            loop(MRef, case gb_trees:lookup(B, T) of
-                           none -> gb_trees:insert(B, [{Pid, Msg}], T);
-                           {value, L} -> gb_trees:update(B, [{Pid, Msg} | L], T)
-                       end);
+        {at, At, Pid} ->
+            case bucket(At) of
+                B when B < Cursor ->
+                    %% Its bucket was already taken out: a timer now.
+                    timer_for(At, Pid, Now),
+                    loop(MRef, Cursor, Count);
+                B ->
+                    put(B, [{Pid, At} | case get(B) of undefined -> []; L -> L end]),
+                    loop(MRef, Cursor, Count + 1)
+            end;
         {'DOWN', MRef, process, _, _} ->
             ok
-    after timeout(Now, T) ->
-            loop(MRef, T)
+    after timeout(Now, Cursor, Count) ->
+            loop(MRef, Cursor, Count)
     end.
 
-fire(Now, T) ->
-    case gb_trees:is_empty(T) of
-        true -> T;
-        false ->
-            case gb_trees:smallest(T) of
-                {B, L} when B * ?GRAIN =< Now ->
-                    _ = [Pid ! Msg || {Pid, Msg} <- L],
-                    fire(Now, gb_trees:delete(B, T));
-                _ -> T
-            end
-    end.
+turn(Now, _Cursor, 0) ->
+    %% Nothing held: no bucket to walk through.
+    {bucket(Now) + 1, 0};
+turn(Now, Cursor, Count) when Cursor * ?GRAIN =< Now ->
+    Due = case erase(Cursor) of undefined -> []; L -> L end,
+    _ = [timer_for(At, Pid, Now) || {Pid, At} <- Due],
+    turn(Now, Cursor + 1, Count - length(Due));
+turn(_Now, Cursor, Count) ->
+    {Cursor, Count}.
 
-timeout(Now, T) ->
-    case gb_trees:is_empty(T) of
-        true -> infinity;
-        false ->
-            {B, _} = gb_trees:smallest(T),
-            max(0, B * ?GRAIN - Now)
-    end.
+timer_for(At, Pid, Now) when At =< Now -> Pid ! {wake, At}, ok;
+timer_for(At, Pid, Now) -> _ = erlang:send_after(At - Now, Pid, {wake, At}), ok.
+
+timeout(_Now, _Cursor, 0) -> infinity;
+timeout(Now, Cursor, _Count) -> max(0, Cursor * ?GRAIN - Now).

@@ -490,7 +490,7 @@ arm(U = #u{ka_at = KA, chat_at = Chat, end_at = End, timer_at = T}) ->
     Next = lists:min([KA, Chat, End]),
     case Next < T of
         true ->
-            ok = throng_bench_wheel:wake_at(Next, {wake, Next}),
+            ok = throng_bench_wheel:wake_at(Next),
             U#u{timer_at = Next};
         false -> U
     end.
