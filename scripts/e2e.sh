@@ -84,8 +84,8 @@ case "$("$T" sessions)" in *carol@localhost/stay*) fail "carol still connected a
 
 # throng-bench against this server: the paper scenario at small scale, and a
 # STARTTLS + SCRAM-SHA-256 run; the summaries must be consistent.
-bench_check() { # bench_check DIR USERS
-    $PY - "$1/summary.json" "$2" <<'PYEOF'
+bench_check() { # bench_check DIR USERS [presence: every user's initial presence came back]
+    $PY - "$1/summary.json" "$2" "${3:-}" <<'PYEOF'
 import json, sys
 s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); m = s['messages']
 problems = []
@@ -94,6 +94,10 @@ if s['users']['logged_in'] != n: problems.append('logged in %d of %d' % (s['user
 if s['errors']['total'] != 0: problems.append('errors %s' % s['errors'])
 if m['sent'] != m['received'] + m['lost']: problems.append('sent != received + lost: %s' % m)
 if s['sessions']['max'] != n: problems.append('sessions max %s' % s['sessions']['max'])
+# RFC 6121 4.2.2: the server reflects initial presence to its sender.
+reflected = s['latency_ms'].get('presence', {}).get('count', 0)
+if sys.argv[3] == 'presence' and reflected != n:
+    problems.append('initial presence reflected to %d of %d users' % (reflected, n))
 print('; '.join(problems) or 'consistent: %d users, %d messages sent, %d received, %d lost' % (n, m['sent'], m['received'], m['lost']))
 sys.exit(1 if problems else 0)
 PYEOF
@@ -101,7 +105,7 @@ PYEOF
 PID=$(cat "$WORK/run/throng.pid")
 if "$ROOT/bin/throng-bench" xmpp --scenario paper --users 500 --rate 50 --length 20s --port "$PORT" \
        --server-pid "$PID" --out "$WORK/bench" --no-progress >"$WORK/bench.log" 2>&1 \
-   && out=$(bench_check "$WORK/bench" 500) && [ -s "$WORK/bench/report.html" ]; then
+   && out=$(bench_check "$WORK/bench" 500 presence) && [ -s "$WORK/bench/report.html" ]; then
     ok "throng-bench paper scenario, 500 users: $out"
 else
     fail "throng-bench paper scenario: ${out:-$(tail -5 "$WORK/bench.log")}"
