@@ -18,21 +18,11 @@
 %% the port after the echo port when a port is given, else any free port).
 -spec start(opts()) -> {ok, server()} | {error, term()}.
 start(Opts) ->
-    Self = self(),
-    Pid = spawn(fun() -> owner(Self, Opts) end),
-    MRef = monitor(process, Pid),
-    receive
-        {Pid, {ok, Server}} -> demonitor(MRef, [flush]), {ok, Server#{pid => Pid}};
-        {Pid, {error, _} = E} -> demonitor(MRef, [flush]), E;
-        {'DOWN', MRef, process, Pid, R} -> {error, R}
-    end.
+    throng_bench_server_owner:start(fun() -> listen(Opts) end).
 
 %% @doc Stop the listeners and every connection they accepted.
 -spec stop(server()) -> ok.
-stop(#{pid := Pid}) ->
-    MRef = monitor(process, Pid),
-    exit(Pid, shutdown),
-    receive {'DOWN', MRef, process, Pid, _} -> ok after 5000 -> ok end.
+stop(Server) -> throng_bench_server_owner:stop(Server).
 
 %% @doc Run until the VM stops (the `echo-server' subcommand).
 -spec serve_forever(opts()) -> no_return().
@@ -46,14 +36,12 @@ serve_forever(Opts) ->
             throw({fatal, io_lib:format("echo-server: cannot listen: ~ts", [inet:format_error(R)])})
     end.
 
-owner(Parent, Opts) ->
-    process_flag(trap_exit, true),
+%% In the owner process (throng_bench_server_owner).
+listen(Opts) ->
     Ip = maps:get(ip, Opts, {127, 0, 0, 1}),
-    Backlog = maps:get(backlog, Opts, 1024),
     Port = maps:get(port, Opts, 0),
     SinkPort = maps:get(sink_port, Opts, case Port of 0 -> 0; _ -> Port + 1 end),
-    LOpts = [binary, {active, false}, {ip, Ip}, {reuseaddr, true}, {backlog, Backlog},
-             {nodelay, true}],
+    LOpts = throng_bench_server_owner:listen_opts(Opts),
     case gen_tcp:listen(Port, LOpts) of
         {ok, L1} ->
             case gen_tcp:listen(SinkPort, LOpts) of
@@ -63,18 +51,10 @@ owner(Parent, Opts) ->
                     Owner = self(),
                     spawn_link(fun() -> acceptor(L1, fun echo/1, Owner) end),
                     spawn_link(fun() -> acceptor(L2, fun sink/1, Owner) end),
-                    Parent ! {self(), {ok, #{ip => Ip, port => P1, sink_port => P2}}},
-                    owner_loop();
-                {error, _} = E -> Parent ! {self(), E}
+                    {ok, #{ip => Ip, port => P1, sink_port => P2}};
+                {error, _} = E -> E
             end;
-        {error, _} = E -> Parent ! {self(), E}
-    end.
-
-%% Handlers are linked to the owner so that stop/1 closes their sockets too.
-owner_loop() ->
-    receive
-        {'EXIT', _, shutdown} -> exit(shutdown);
-        _ -> owner_loop()
+        {error, _} = E -> E
     end.
 
 acceptor(L, Handler, Owner) ->

@@ -183,12 +183,7 @@ job_wait(StopFlag) ->
 %% @doc Whether every loop has finished.
 -spec status() -> #{done := boolean(), active := integer(), atom() => term()}.
 status() ->
-    case whereis(?JOB) of
-        undefined -> #{done => true, active => 0};
-        Pid ->
-            Pid ! {status, self()},
-            receive {?JOB, S} -> S after 5000 -> #{done => false, active => -1} end
-    end.
+    throng_bench_worker:job_status(?JOB).
 
 %% @doc Let every loop finish its current request and stop.
 -spec stop() -> ok.

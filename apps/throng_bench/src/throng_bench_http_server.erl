@@ -24,20 +24,10 @@
 %% @doc Listen (port 0 picks a free port) and serve until stop/1.
 -spec start(opts()) -> {ok, server()} | {error, term()}.
 start(Opts) ->
-    Self = self(),
-    Pid = spawn(fun() -> owner(Self, Opts) end),
-    MRef = monitor(process, Pid),
-    receive
-        {Pid, {ok, S}} -> demonitor(MRef, [flush]), {ok, S#{pid => Pid}};
-        {Pid, {error, _} = E} -> demonitor(MRef, [flush]), E;
-        {'DOWN', MRef, process, Pid, R} -> {error, R}
-    end.
+    throng_bench_server_owner:start(fun() -> listen(Opts) end).
 
 -spec stop(server()) -> ok.
-stop(#{pid := Pid}) ->
-    MRef = monitor(process, Pid),
-    exit(Pid, shutdown),
-    receive {'DOWN', MRef, process, Pid, _} -> ok after 5000 -> ok end.
+stop(Server) -> throng_bench_server_owner:stop(Server).
 
 %% @doc Run until the VM stops (the `http-server' subcommand).
 -spec serve_forever(opts()) -> no_return().
@@ -52,12 +42,10 @@ serve_forever(Opts) ->
             throw({fatal, io_lib:format("http-server: cannot listen: ~ts", [inet:format_error(R)])})
     end.
 
-owner(Parent, Opts) ->
-    process_flag(trap_exit, true),
+%% In the owner process (throng_bench_server_owner).
+listen(Opts) ->
     Ip = maps:get(ip, Opts, {127, 0, 0, 1}),
-    case gen_tcp:listen(maps:get(port, Opts, 0),
-                        [binary, {active, false}, {ip, Ip}, {reuseaddr, true},
-                         {backlog, maps:get(backlog, Opts, 1024)}, {nodelay, true}]) of
+    case gen_tcp:listen(maps:get(port, Opts, 0), throng_bench_server_owner:listen_opts(Opts)) of
         {ok, L} ->
             {ok, Port} = inet:port(L),
             Body = binary:copy(<<"x">>, maps:get(body_size, Opts, 64)),
@@ -67,15 +55,8 @@ owner(Parent, Opts) ->
             Owner = self(),
             Delay = maps:get(accept_delay, Opts, 0),
             spawn_link(fun() -> acceptor(L, Resp, Delay, Owner) end),
-            Parent ! {self(), {ok, #{ip => Ip, port => Port}}},
-            owner_loop();
-        {error, _} = E -> Parent ! {self(), E}
-    end.
-
-owner_loop() ->
-    receive
-        {'EXIT', _, shutdown} -> exit(shutdown);
-        _ -> owner_loop()
+            {ok, #{ip => Ip, port => Port}};
+        {error, _} = E -> E
     end.
 
 acceptor(L, Resp, Delay, Owner) ->

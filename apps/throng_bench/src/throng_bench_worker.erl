@@ -10,7 +10,7 @@
 %% controller side
 -export([start/1, call/4, call/5, stop/1, describe/1, os_pid/1]).
 %% worker side, called through call/4
--export([start_job/3, sample/1, stop_job/1, halt_job/1, serve/1]).
+-export([start_job/3, sample/1, stop_job/1, halt_job/1, serve/1, job_status/1]).
 
 -type worker() :: #{kind := local | peer | node, id := non_neg_integer(),
                     pid => pid(), node => node()}.
@@ -96,6 +96,18 @@ start_job(Job, Config, Share) ->
 -spec sample(module()) -> {throng_bench_metrics:snapshot(), map()}.
 sample(Job) ->
     {throng_bench_metrics:snapshot(), Job:status()}.
+
+%% @doc The status/0 of a job whose loop process is registered as Name and
+%% answers {status, From} with {Name, Status}: done when no such process
+%% runs, unknown (active -1) when it does not answer within 5 s.
+-spec job_status(atom()) -> #{done := boolean(), active := integer(), atom() => term()}.
+job_status(Name) ->
+    case whereis(Name) of
+        undefined -> #{done => true, active => 0};
+        Pid ->
+            Pid ! {status, self()},
+            receive {Name, S} -> S after 5000 -> #{done => false, active => -1} end
+    end.
 
 -spec stop_job(module()) -> ok.
 stop_job(Job) -> Job:stop().

@@ -154,12 +154,7 @@ pick(_, _X, I) -> I.
 %% @doc Whether the launcher is done and every user has left.
 -spec status() -> #{done := boolean(), active := integer(), atom() => term()}.
 status() ->
-    case whereis(?JOB) of
-        undefined -> #{done => true, active => 0};
-        Pid ->
-            Pid ! {status, self()},
-            receive {?JOB, S} -> S after 5000 -> #{done => false, active => -1} end
-    end.
+    throng_bench_worker:job_status(?JOB).
 
 %% @doc No more arrivals; every user ends its session (with the drain linger).
 -spec stop() -> ok.
