@@ -1,6 +1,6 @@
 #!/usr/bin/env escript
 %% Renders docs/configuration.md from the option table in
-%% apps/throng/src/throng_config_spec.erl (the one place options are
+%% apps/throng/src/config/throng_config_spec.erl (the one place options are
 %% declared). With --check FILE, exits 1 if FILE differs from the rendering.
 %%   scripts/gen_config_doc.escript > docs/configuration.md
 %%   scripts/gen_config_doc.escript --check docs/configuration.md
@@ -24,7 +24,7 @@ main(Args) ->
 
 render(Spec) ->
     ["# Configuration\n\n",
-     "<!-- Generated from apps/throng/src/throng_config_spec.erl by scripts/gen_config_doc.escript"
+     "<!-- Generated from apps/throng/src/config/throng_config_spec.erl by scripts/gen_config_doc.escript"
      " (make docs). Do not edit by hand. -->\n\n",
      "Throng reads one YAML file: the path in `THRONG_CONFIG`, or `etc/throng.yml` in the release "
      "(`bin/throng` sets it). Every option below is optional and has the default shown. An unknown "
