@@ -1,6 +1,7 @@
 %% @doc The Throng OTP application. Start-up order: configuration (a bad
 %% one stops the boot with a message naming the key), logging, counters,
-%% storage (Mnesia), the TLS certificate, then the supervision tree.
+%% storage (Mnesia), the TLS certificate, the extension modules of every
+%% host, then the supervision tree.
 -module(throng_app).
 -behaviour(application).
 
@@ -14,6 +15,7 @@ start(_Type, _Args) ->
         throng_metrics:init(),
         step(storage, throng_storage:init()),
         step(certificate, throng_cert:ensure()),
+        step(modules, throng_ext:start()),
         {ok, Sup} = throng_sup:start_link(),
         logger:notice(#{what => throng_started, config => throng_config:source(),
                         hosts => throng_config:get([hosts]),
@@ -41,6 +43,8 @@ prep_stop(State) ->
     logger:notice(#{what => throng_stopping}),
     State.
 
+%% @doc After the tree stopped (connections ran their session_closed hooks):
+%% stop the extension modules.
 -spec stop(term()) -> ok.
 stop(_State) ->
-    ok.
+    throng_ext:stop().

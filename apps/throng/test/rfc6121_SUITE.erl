@@ -32,7 +32,7 @@ all() ->
 
 init_per_testcase(TC, Config) ->
     Overrides = case TC of
-                    offline_limit -> #{offline => #{max_messages => 2}};
+                    offline_limit -> #{modules => #{offline => #{max_messages => 2}}};
                     _ -> #{}
                 end,
     throng_ct:start(Config, Overrides),
@@ -469,7 +469,7 @@ negative_priority_gets_no_bare_messages(_) ->
     A = online(<<"alice">>, <<"a">>),
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"later">>)),
     ?C:expect_nothing(B, 300),
-    ?assertEqual(1, throng_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})),
+    ?assertEqual(1, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})),
     %% A full-JID message still reaches it.
     ?C:send(A, ?C:message(<<"bob@localhost/neg">>, <<"chat">>, <<"direct">>)),
     M = wait(B, fun(E) -> E#xmlel.name =:= <<"message">> end),
@@ -499,7 +499,7 @@ headline_to_offline_dropped(_) ->
     A = online(<<"alice">>, <<"a">>),
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"headline">>, <<"news">>)),
     ?C:expect_nothing(A, 300),
-    ?assertEqual(0, throng_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+    ?assertEqual(0, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
 
 message_without_to_goes_to_own_bare(_) ->
     A1 = online(<<"alice">>, <<"one">>),
@@ -523,7 +523,7 @@ offline_storage_with_delay(_) ->
     [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, integer_to_binary(N)))
      || N <- lists:seq(1, 3)],
     timer:sleep(300),
-    ?assertEqual(3, throng_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})),
+    ?assertEqual(3, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})),
     B = login(<<"bob">>, <<"b">>),
     ?C:send(B, ?C:presence([])),
     Ms = [wait(B, fun(E) -> E#xmlel.name =:= <<"message">> end) || _ <- lists:seq(1, 3)],
@@ -533,7 +533,7 @@ offline_storage_with_delay(_) ->
     Delay = throng_xml:subel(M1, <<"delay">>, ?NS_DELAY),
     ?assertEqual(<<"localhost">>, throng_xml:attr(<<"from">>, Delay)),
     {ok, _} = parse_stamp(throng_xml:attr(<<"stamp">>, Delay)),
-    ?assertEqual(0, throng_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+    ?assertEqual(0, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
 
 parse_stamp(S) ->
     try {ok, calendar:rfc3339_to_system_time(binary_to_list(S))}
@@ -558,4 +558,4 @@ offline_limit(_) ->
     E = wait(A, fun(El) -> El#xmlel.name =:= <<"message">> end),
     error_cond(E, <<"service-unavailable">>),
     ?assertEqual(<<"3">>, throng_xml:subel_cdata(E, <<"body">>)),
-    ?assertEqual(2, throng_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+    ?assertEqual(2, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).

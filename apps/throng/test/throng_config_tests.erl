@@ -21,21 +21,28 @@ defaults_test() ->
     ?assertEqual(5222, maps:get(port, L)),
     ?assertEqual({127, 0, 0, 1}, maps:get(ip, L)),
     ?assertEqual(262144, maps:get(max_stanza_size, L)),
-    ?assertEqual(false, maps:get(enabled, maps:get(registration, C))),
+    Mods = maps:get(modules, C),
+    ?assertEqual(lists:sort([N || {N, _} <- throng_config_spec:modules()]),
+                 lists:sort(maps:keys(Mods))),
+    ?assertEqual(false, maps:get(allow_create, maps:get(register, Mods))),
+    ?assertEqual(300, maps:get(interval, maps:get(ping, Mods))),
     ?assertEqual(4096, maps:get(scram_iterations, maps:get(auth, C))).
 
 yaml_style_input_test() ->
     setup(),
     {ok, [Doc]} = fast_yaml:decode(<<"hosts: [Example.ORG]\nlisten:\n  - port: 5223\n    ip: \"::\"\n"
                                     "    starttls: required\n    max_connections: infinity\n"
-                                    "registration: {enabled: true}\n">>),
+                                    "modules:\n  disco:\n  register: {allow_create: true}\n">>),
     {ok, C} = throng_config:validate(Doc),
     ?assertEqual([<<"example.org">>], maps:get(hosts, C)),
     [L] = maps:get(listen, C),
     ?assertEqual({5223, {0, 0, 0, 0, 0, 0, 0, 0}, required, infinity},
                  {maps:get(port, L), maps:get(ip, L), maps:get(starttls, L),
                   maps:get(max_connections, L)}),
-    ?assertEqual(true, maps:get(enabled, maps:get(registration, C))).
+    %% Named modules only, with their defaults filled in.
+    ?assertEqual(#{disco => #{},
+                   register => #{allow_create => true, min_password_length => 6, ip_interval => 60}},
+                 maps:get(modules, C)).
 
 unknown_key_test() ->
     setup(),
@@ -50,8 +57,8 @@ out_of_range_test() ->
 
 wrong_type_test() ->
     setup(),
-    ?assertEqual("registration.enabled: expected true or false, got \"maybe\"",
-                 err(#{registration => #{enabled => <<"maybe">>}})),
+    ?assertEqual("modules.register.allow_create: expected true or false, got \"maybe\"",
+                 err(#{modules => #{register => #{allow_create => <<"maybe">>}}})),
     ?assertEqual("loglevel: expected one of emergency, alert, critical, error, warning, notice, "
                  "info, debug, got \"loud\"", err(#{loglevel => <<"loud">>})),
     ?assertEqual("listen[0].ip: expected an IP address such as \"127.0.0.1\" or \"::\", got \"nowhere\"",
@@ -83,5 +90,35 @@ file_errors_test() ->
     ok = file:write_file(Good, <<"loglevel: info\n">>),
     ok = throng_config:load_file(Good),
     ?assertEqual(info, throng_config:get([loglevel])),
-    ?assertEqual(5, throng_config:get([offline, max_messages]) div 200),
+    ?assertEqual(1000, maps:get(max_messages, maps:get(offline, throng_config:get([modules])))),
+    ?assertEqual(#{max_messages => 1000}, maps:get(throng_mod_offline,
+                                                   throng_config:modules(<<"localhost">>))),
     file:del_dir_r(Dir).
+
+unknown_module_test() ->
+    setup(),
+    Msg = err(#{modules => #{muc => #{}}}),
+    ?assertMatch({match, _}, re:run(Msg, "^modules\\.muc: unknown option \\(known here: disco, last,")).
+
+unknown_module_option_test() ->
+    setup(),
+    ?assertMatch({match, _}, re:run(err(#{modules => #{ping => #{every => 5}}}),
+                                    "^modules\\.ping\\.every: unknown option \\(known here: interval, timeout\\)")).
+
+moved_option_test() ->
+    setup(),
+    ?assertEqual("registration: this option moved to modules.register (enabled -> allow_create) "
+                 "(see docs/configuration.md)", err(#{registration => #{enabled => true}})),
+    ?assertEqual("ping: this option moved to modules.ping (see docs/configuration.md)",
+                 err(#{<<"ping">> => #{}})).
+
+host_config_test() ->
+    setup(),
+    {ok, C} = throng_config:validate(#{hosts => [<<"a.example">>, <<"b.example">>],
+                                       modules => #{disco => #{}},
+                                       host_config => [#{host => <<"b.example">>,
+                                                         modules => #{ping => #{}}}]}),
+    [HC] = maps:get(host_config, C),
+    ?assertEqual([ping], maps:keys(maps:get(modules, HC))),
+    ?assertEqual("host_config[0].host: c.example is not one of hosts",
+                 err(#{hosts => [<<"a.example">>], host_config => [#{host => <<"c.example">>}]})).

@@ -27,7 +27,9 @@ config(Overrides) ->
              loglevel => notice,
              listen => [Listener],
              auth => #{scram_iterations => 64},
-             ping => #{interval => 0}},
+             %% Every default module, without the server's keepalive pings.
+             modules => maps:merge(throng_config_spec:default_modules(),
+                                   #{ping => #{interval => 0}})},
     deep_merge(Base, maps:remove(listener, Overrides)).
 
 deep_merge(A, B) ->

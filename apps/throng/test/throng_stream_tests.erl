@@ -43,15 +43,18 @@ bad_headers_test() ->
 
 features_test() ->
     Opts = #{stage => pre_auth, tls => false, starttls => required,
-             mechanisms => [<<"PLAIN">>], register => true, sm => true},
+             mechanisms => [<<"PLAIN">>], extra => <<"<register xmlns='http://jabber.org/features/iq-register'/>">>,
+             sm => true},
     F = iolist_to_binary(throng_stream:features(Opts)),
     ?assertMatch({_, _}, binary:match(F, <<"<required/>">>)),
     ?assertEqual(nomatch, binary:match(F, <<"mechanisms">>)),   %% not before TLS
+    ?assertEqual(nomatch, binary:match(F, <<"iq-register">>)),  %% module features neither
     F2 = iolist_to_binary(throng_stream:features(Opts#{tls => true})),
     ?assertEqual(nomatch, binary:match(F2, <<"starttls">>)),
     ?assertMatch({_, _}, binary:match(F2, <<"<mechanism>PLAIN</mechanism>">>)),
     ?assertMatch({_, _}, binary:match(F2, <<"iq-register">>)),
-    F3 = iolist_to_binary(throng_stream:features(#{stage => authenticated, sm => true})),
+    F3 = iolist_to_binary(throng_stream:features(#{stage => authenticated, sm => true,
+                                                   extra => ["<ver xmlns='", ?NS_ROSTERVER, "'/>"]})),
     [?assertMatch({_, _}, binary:match(F3, X)) || X <- [?NS_BIND, ?NS_SM, ?NS_ROSTERVER]].
 
 stream_error_test() ->

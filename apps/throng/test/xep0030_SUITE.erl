@@ -13,7 +13,7 @@ all() -> [server_info, server_items, unknown_node, account_info, info_of_other_a
           register_feature_follows_config].
 
 init_per_testcase(register_feature_follows_config, Config) ->
-    throng_ct:start(Config, #{registration => #{enabled => true}}),
+    throng_ct:start(Config, #{modules => #{register => #{allow_create => true}}}),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config;
 init_per_testcase(_TC, Config) ->

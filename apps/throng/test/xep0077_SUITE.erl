@@ -18,10 +18,10 @@ init_per_testcase(disabled_by_default, Config) ->
     throng_ct:start(Config),
     Config;
 init_per_testcase(rate_limited_per_address, Config) ->
-    throng_ct:start(Config, #{registration => #{enabled => true, ip_interval => 3600}}),
+    throng_ct:start(Config, #{modules => #{register => #{allow_create => true, ip_interval => 3600}}}),
     Config;
 init_per_testcase(_TC, Config) ->
-    throng_ct:start(Config, #{registration => #{enabled => true, ip_interval => 0}}),
+    throng_ct:start(Config, #{modules => #{register => #{allow_create => true, ip_interval => 0}}}),
     Config.
 
 end_per_testcase(_TC, _Config) ->

@@ -19,7 +19,7 @@ init_per_testcase(TC, Config) when TC =:= client_ping_server; TC =:= client_ping
     throng_ct:register(<<"alice">>, <<"password">>),
     Config;
 init_per_testcase(_TC, Config) ->
-    throng_ct:start(Config, #{ping => #{interval => 1, timeout => 1}}),
+    throng_ct:start(Config, #{modules => #{ping => #{interval => 1, timeout => 1}}}),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config.
 

@@ -120,7 +120,7 @@ account_result({error, unknown_host}, _) -> {?ERROR, "Error: this server does no
 kick([], J) ->
     {?ERROR, io_lib:format("No session for ~s~n", [J])};
 kick(Pids, J) ->
-    [throng_c2s:kick(P, <<"kicked by an administrator">>) || P <- Pids],
+    [throng_session:kick(P, <<"kicked by an administrator">>) || P <- Pids],
     {?OK, io_lib:format("Kicked ~b session(s) of ~s~n", [length(Pids), J])}.
 
 status() ->

@@ -27,7 +27,6 @@
 
 -export([start_link/1, init/1]).
 -export([callback_mode/0, handle_event/4, terminate/3, code_change/4]).
--export([kick/2]).
 
 -record(d, {sock :: throng_socket:socket() | undefined,
             lref :: throng_listener:ref(),
@@ -45,7 +44,6 @@
             tokens = 0 :: integer(),               %% shaper bucket
             tstamp = 0 :: integer(),               %% shaper: last refill (ms)
             last_in = 0 :: integer(),              %% seconds: last data from the client
-            ping :: undefined | integer(),         %% seconds: when a ping was sent
             sm :: undefined | throng_stream_mgmt:state(),
             out = [] :: iolist(),                  %% pending output, reversed
             paused = false :: boolean()}).         %% socket not re-armed on purpose
@@ -93,12 +91,6 @@ new_parser(LRef) ->
     #{opts := #{max_stanza_size := Max, max_depth := Depth}} = opts(LRef),
     throng_xml_stream:new(#{max_stanza_size => Max, max_depth => Depth, sizes => true}).
 
-%% @doc Ends a session with a policy-violation stream error (admin kick).
--spec kick(pid(), binary()) -> ok.
-kick(Pid, Reason) ->
-    Pid ! {kick, Reason},
-    ok.
-
 -spec callback_mode() -> handle_event_function.
 callback_mode() -> handle_event_function.
 
@@ -138,18 +130,18 @@ handle_event(info, {route, From, To, El}, State, D) ->
     done(State, routed_batch(State, deliver(State, From, To, El, D), ?ROUTE_BATCH));
 handle_event(info, {roster_push, Item, Ver}, State, D) ->
     done(State, case D#d.roster of
-                    true -> send_stanza(State, throng_roster:push_el(Item, Ver), D);
+                    true -> send_stanza(State, throng_roster:push_el(D#d.server, Item, Ver), D);
                     false -> D
                 end);
 handle_event(info, {replaced, _By}, _State, D) ->
     stream_error(conflict, <<"replaced by a new connection">>, D);
 handle_event(info, {kick, Reason}, _State, D) ->
     stream_error('policy-violation', Reason, D);
-handle_event(info, {unregister, U, S}, _State, _D) ->
-    _ = throng_auth:unregister(U, S),
-    keep_state_and_data;
-handle_event(info, ping_check, State, D) ->
-    ping_check(State, D);
+handle_event(info, {throng_session, ext, Mod, Msg}, session, D) ->
+    ext_actions(Mod, Mod:session_info(Msg, #{jid => D#d.jid, last_in => D#d.last_in}), D);
+handle_event(info, {throng_session, ext, _Mod, _Msg}, resumable, _D) ->
+    %% Handled once the session is resumed (or dropped with it).
+    {keep_state_and_data, [postpone]};
 handle_event(info, {'EXIT', Port, _}, _State, _D) when is_port(Port) ->
     %% The socket's port is linked to its owner; its end is seen as tcp_closed.
     keep_state_and_data;
@@ -309,12 +301,16 @@ header_error(Cond, Text, Id, D) ->
              end,
     stream_error(Cond, Text, emit(throng_stream:header(Id, Server), D)).
 
-features_opts(Stage, #d{lref = LRef, sock = Sock}) ->
+features_opts(Stage, #d{lref = LRef, sock = Sock, server = Server}) ->
     #{stage => Stage, tls => throng_socket:is_tls(Sock),
       starttls => lopt(LRef, starttls),
-      mechanisms => [atom_to_binary(M) || M <- throng_config:get([auth, mechanisms])],
-      register => throng_config:get([registration, enabled]),
+      mechanisms => mechanisms(),
+      extra => throng_ext:stream_features(Stage, Server),
       sm => throng_config:get([stream_management, enabled])}.
+
+%% The SASL mechanisms offered, in the configured order.
+mechanisms() ->
+    [atom_to_binary(M) || M <- throng_config:get([auth, mechanisms])].
 
 tls_required(#d{lref = LRef, sock = Sock}) ->
     lopt(LRef, starttls) =:= required andalso not throng_socket:is_tls(Sock).
@@ -338,12 +334,12 @@ element(sasl, #xmlel{name = <<"response">>} = El, D) ->
 element(sasl, #xmlel{name = <<"abort">>}, D) ->
     {next, negotiating, emit(sasl_failure(aborted), D#d{sasl = undefined})};
 element(negotiating, #xmlel{name = <<"iq">>} = El, D) ->
-    IsRegister = throng_xml:subel(El, <<"query">>, ?NS_REGISTER) =/= undefined,
-    case IsRegister andalso not tls_required(D) of
-        true ->
-            Reply = throng_register:process_preauth(D#d.server, D#d.ip, El),
+    %% Only modules that answer unauthenticated streams (in-band
+    %% registration) take an IQ here.
+    case not tls_required(D) andalso throng_iq:process_preauth(D#d.server, D#d.ip, El) of
+        #xmlel{} = Reply ->
             {next, negotiating, emit(throng_xml:to_iolist(Reply), D)};
-        false ->
+        _ ->
             stream_error('not-authorized', <<"authenticate first">>, D)
     end;
 element(State, #xmlel{}, D) when State =:= negotiating; State =:= sasl ->
@@ -395,8 +391,7 @@ starttls(D0) ->
 
 sasl_start(El, D) ->
     Mech = throng_xml:attr(<<"mechanism">>, El, <<>>),
-    Offered = [atom_to_binary(M) || M <- throng_config:get([auth, mechanisms])],
-    case lists:member(Mech, Offered) of
+    case lists:member(Mech, mechanisms()) of
         false ->
             {next, negotiating, emit(sasl_failure('invalid-mechanism'), D)};
         true ->
@@ -429,7 +424,6 @@ sasl_result({continue, Challenge, St}, D) ->
                        "</challenge>"], D#d{sasl = St})};
 sasl_result({success, Extra, User}, D) ->
     throng_metrics:incr(logins),
-    throng_tables:auth_success(D#d.ip),
     logger:info(#{what => authenticated, user => User, server => D#d.server, ip => D#d.ip}),
     Success = case Extra of
                   <<>> -> ["<success xmlns='", ?NS_SASL, "'/>"];
@@ -490,7 +484,7 @@ bind(IQ, Bind, D) ->
                       IQ, [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
                                   children = [#xmlel{name = <<"jid">>,
                                                      children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
-            schedule_ping(D),
+            throng_hooks:notify(session_opened, JID#jid.server, #{jid => JID}),
             %% What only negotiation needed is dropped: an idle session's
             %% state is what it keeps for hours.
             {next, session, emit(throng_xml:to_iolist(Reply),
@@ -507,7 +501,7 @@ register_session(JID) ->
         ok -> ok;
         {exists, Old} ->
             MRef = erlang:monitor(process, Old),
-            Old ! {replaced, self()},
+            throng_session:replace(Old, self()),
             receive {'DOWN', MRef, process, Old, _} -> ok
             after 5000 -> exit(Old, kill),
                           receive {'DOWN', MRef, process, Old, _} -> ok end
@@ -578,7 +572,7 @@ local_iq(El, JID, To, D) ->
             %% its push before the result, as in RFC 6121 §2.3.2.
             reply(Reply, own_pushes(D1));
         undefined ->
-            case throng_iq:handle(JID, To, set_from_to(El, JID, To)) of
+            case throng_iq:process(JID, To, set_from_to(El, JID, To)) of
                 noreply -> {next, session, D};
                 Reply -> reply(Reply, D)
             end
@@ -587,7 +581,7 @@ local_iq(El, JID, To, D) ->
 own_pushes(D) ->
     receive
         {roster_push, Item, Ver} when D#d.roster ->
-            own_pushes(send_stanza(session, throng_roster:push_el(Item, Ver), D))
+            own_pushes(send_stanza(session, throng_roster:push_el(D#d.server, Item, Ver), D))
     after 0 ->
             D
     end.
@@ -629,15 +623,15 @@ initial_presence(P, JID, D) ->
     Incoming = throng_presence:initial(JID, P),
     D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, From, JID, El, Acc) end,
                      D, Incoming),
-    D2 = case D1#d.prio >= 0 of
-             true -> send_offline(throng_offline:pop(throng_jid:bare(JID)), D1);
-             false -> D1
-         end,
+    %% Modules add what the new resource gets after the presence of its
+    %% contacts (stored offline messages).
+    {_, Items} = throng_hooks:run(initial_presence, JID#jid.server, [],
+                                  #{jid => JID, priority => D1#d.prio}),
+    D2 = lists:foldl(fun({ext, Mod, Data} = Item, Acc) ->
+                             {Kind, Bytes} = Mod:item_bytes(Data, Acc#d.server),
+                             output(Kind, Item, Bytes, Acc)
+                     end, D1, Items),
     {next, session, D2}.
-
-send_offline(Msgs, #d{server = S} = D) ->
-    lists:foldl(fun(M, Acc) -> output(message, {offline, M}, throng_offline:stamp(M, S), Acc) end,
-                D, Msgs).
 
 presence_to(El, JID, To, D) ->
     case throng_stanza:type(El) of
@@ -666,11 +660,21 @@ presence_to(El, JID, To, D) ->
 deliver(State, From, To, El, D) ->
     send_routed(State, From, To, El, D).
 
-send_routed(State, From, To, El, D) ->
-    Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From), throng_jid:to_binary(To)),
-    case State of
-        resumable -> queue_only({From, To, El}, D);
-        _ -> output(throng_stanza:kind(El), {From, To, El}, throng_xml:to_iolist(Out), D)
+send_routed(State, From, To, El0, #d{jid = JID} = D) ->
+    %% Modules see every stanza before it is written, and may change it or
+    %% keep it from the client.
+    case throng_hooks:run(stanza_to_session, D#d.server, El0,
+                          #{from => From, to => To, jid => JID}) of
+        {stop, _} ->
+            D;
+        {ok, El} ->
+            case State of
+                resumable -> queue_only({From, To, El}, D);
+                _ ->
+                    Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From),
+                                                    throng_jid:to_binary(To)),
+                    output(throng_stanza:kind(El), {From, To, El}, throng_xml:to_iolist(Out), D)
+            end
     end.
 
 %% Routed stanzas already in the mailbox go out in the same write.
@@ -822,46 +826,24 @@ resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
                   redelivered => length(Unacked)}),
     events(Rest, session, D3, []).
 
-item_bytes({offline, Msg}, D) -> throng_offline:stamp(Msg, D#d.server);
+item_bytes({ext, Mod, Data}, D) -> element(2, Mod:item_bytes(Data, D#d.server));
 item_bytes({From, To, El}, _D) ->
     throng_xml:to_iolist(throng_stanza:set_from_to(El, throng_jid:to_binary(From),
                                                    throng_jid:to_binary(To)));
 item_bytes(none, _D) -> [].
 
-%%% Pings (XEP-0199) and idle clients
+%%% What extension modules ask of the session (throng_session:action())
 
-schedule_ping(_D) ->
-    case throng_config:get([ping, interval]) of
-        0 -> ok;
-        Interval -> erlang:send_after(Interval * 1000, self(), ping_check), ok
+ext_actions(Mod, Actions, D0) ->
+    Step = fun({send, El}, {ok, D}) -> {ok, send_stanza(session, El, D)};
+              ({timer, Ms, Msg}, {ok, D}) -> throng_session:ext_timer(Ms, Mod, Msg), {ok, D};
+              ({stop, Cond, Text}, {ok, D}) -> {stop, Cond, Text, D};
+              (_, Stop) -> Stop
+           end,
+    case lists:foldl(Step, {ok, D0}, Actions) of
+        {ok, D} -> done(session, D);
+        {stop, Cond, Text, D} -> stream_error(Cond, Text, D)
     end.
-
-ping_check(session, #d{last_in = Last, ping = Pinged} = D) ->
-    Now = erlang:monotonic_time(second),
-    Interval = throng_config:get([ping, interval]),
-    Timeout = throng_config:get([ping, timeout]),
-    if
-        Pinged =/= undefined, Last >= Pinged ->
-            %% The client answered (any traffic counts).
-            erlang:send_after(Interval * 1000, self(), ping_check),
-            {keep_state, D#d{ping = undefined}};
-        Pinged =/= undefined ->
-            stream_error('connection-timeout', <<"no answer to ping">>, D);
-        Now - Last >= Interval ->
-            Ping = #xmlel{name = <<"iq">>,
-                          attrs = [{<<"from">>, D#d.server},
-                                   {<<"to">>, throng_jid:to_binary(D#d.jid)},
-                                   {<<"type">>, <<"get">>}, {<<"id">>, <<"ping">>}],
-                          children = [#xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}]},
-            erlang:send_after(Timeout * 1000, self(), ping_check),
-            done(session, send_stanza(session, Ping, D#d{ping = Now}));
-        true ->
-            erlang:send_after((Interval - (Now - Last)) * 1000, self(), ping_check),
-            keep_state_and_data
-    end;
-ping_check(_State, D) ->
-    schedule_ping(D),
-    keep_state_and_data.
 
 %%% Output
 
@@ -937,6 +919,8 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
     %% A resumed-elsewhere session keeps nothing: the session lives on in the
     %% process that took over.
     throng_sm:unregister(JID, self()),
+    throng_hooks:notify(session_closed, JID#jid.server,
+                        #{jid => JID, available => Prio =/= undefined}),
     case Prio of
         undefined -> ok;
         _ -> throng_presence:unavailable(JID, #xmlel{name = <<"presence">>,
@@ -962,7 +946,7 @@ drain_mailbox(JID) ->
     end.
 
 reroute(none, _JID) -> ok;
-reroute({offline, Msg}, JID) -> throng_offline:restore(JID, Msg);
+reroute({ext, Mod, Data}, JID) -> Mod:item_reroute(Data, JID);
 reroute({From, To, #xmlel{name = <<"message">>} = El}, _JID) -> throng_router:route(From, To, El);
 reroute({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
     case throng_stanza:type(El) of

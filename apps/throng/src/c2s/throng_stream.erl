@@ -11,7 +11,7 @@
                            tls := boolean(),
                            starttls := disabled | optional | required,
                            mechanisms := [binary()],
-                           register := boolean(),
+                           extra := iodata(),
                            sm := boolean()}.
 -export_type([features_opts/0]).
 
@@ -93,7 +93,7 @@ error(Cond, Text) ->
 %% @doc The stream features for the stage of negotiation.
 -spec features(features_opts()) -> iodata().
 features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Mechs,
-           register := Register}) ->
+           extra := Extra}) ->
     OfferTLS = not TLS andalso StartTLS =/= disabled,
     MustTLS = not TLS andalso StartTLS =:= required,
     ["<stream:features>",
@@ -102,12 +102,14 @@ features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Me
      [["<mechanisms xmlns='", ?NS_SASL, "'>",
        [["<mechanism>", M, "</mechanism>"] || M <- Mechs], "</mechanisms>"]
       || not MustTLS],
-     [["<register xmlns='", ?NS_REGISTER_FEATURE, "'/>"] || Register, not MustTLS],
+     %% What extension modules add (in-band registration) needs TLS first
+     %% when TLS is required.
+     [Extra || not MustTLS],
      "</stream:features>"];
-features(#{stage := authenticated, sm := SM}) ->
+features(#{stage := authenticated, sm := SM, extra := Extra}) ->
     ["<stream:features><bind xmlns='", ?NS_BIND, "'/>",
      "<session xmlns='", ?NS_SESSION, "'><optional/></session>",
-     "<ver xmlns='", ?NS_ROSTERVER, "'/><sub xmlns='", ?NS_PREAPPROVAL, "'/>",
+     Extra, "<sub xmlns='", ?NS_PREAPPROVAL, "'/>",
      [["<sm xmlns='", ?NS_SM, "'/>"] || SM],
      "</stream:features>"].
 

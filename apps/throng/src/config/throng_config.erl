@@ -11,7 +11,7 @@
 %% lookup, no message.
 -module(throng_config).
 
--export([load/0, load_file/1, load_map/1, validate/1, get/1, source/0]).
+-export([load/0, load_file/1, load_map/1, validate/1, get/1, source/0, modules/1]).
 
 -define(PT, ?MODULE).
 
@@ -87,15 +87,49 @@ read_yaml(Path) ->
             {error, fmt("cannot read configuration file ~ts: ~ts", [Path, file:format_error(Why)])}
     end.
 
+%% @doc The extension modules enabled on a host with their options:
+%% `host_config' for that host if it names it, else the top-level `modules'.
+-spec modules(binary()) -> #{module() => map()}.
+modules(Host) ->
+    Named = case [M || #{host := H, modules := M} <- ?MODULE:get([host_config]), H =:= Host] of
+                [M | _] -> M;
+                [] -> ?MODULE:get([modules])
+            end,
+    Catalog = throng_config_spec:modules(),
+    maps:from_list([{proplists:get_value(Name, Catalog), Opts} || {Name, Opts} <- maps:to_list(Named)]).
+
 %% @doc Checks a raw configuration (YAML proplists or maps, binary or atom
 %% keys) against the spec and fills in defaults.
 -spec validate(term()) -> {ok, #{atom() => term()}} | {error, string()}.
 validate(Raw) ->
     try
-        {ok, section(throng_config_spec:spec(), Raw, "")}
+        moved_keys(pairs(Raw, "")),
+        Config = section(throng_config_spec:spec(), Raw, ""),
+        check_host_config(Config),
+        {ok, Config}
     catch
         throw:{config_error, Msg} -> {error, Msg}
     end.
+
+%% An option that moved is named with where it went.
+moved_keys(Pairs) ->
+    Moved = throng_config_spec:moved(),
+    _ = [case [To || {Old, To} <- maps:to_list(Moved), atom_to_binary(Old) =:= name(K)] of
+             [To] -> fail(to_list(name(K)), "this option moved to ~ts (see docs/configuration.md)",
+                          [To]);
+             [] -> ok
+         end || {K, _} <- Pairs],
+    ok.
+
+name(K) when is_atom(K) -> atom_to_binary(K);
+name(K) when is_binary(K) -> K;
+name(_) -> <<>>.
+
+check_host_config(#{hosts := Hosts, host_config := HC}) ->
+    _ = [lists:member(H, Hosts) orelse
+             fail(fmt("host_config[~b].host", [I]), "~ts is not one of hosts", [H])
+         || {I, #{host := H}} <- enumerate(HC)],
+    ok.
 
 section(Spec, Raw, Where) ->
     Pairs = pairs(Raw, Where),
@@ -123,6 +157,7 @@ section(Spec, Raw, Where) ->
 %% which still need their own defaults filled in.
 default({section, Spec}, D, Here) -> section(Spec, D, Here);
 default({list_of, Spec}, D, Here) -> value({list_of, Spec}, D, Here);
+default(modules, D, Here) -> value(modules, D, Here);
 default(_, D, _) -> D.
 
 pairs(M, _) when is_map(M) -> maps:to_list(M);
@@ -194,7 +229,30 @@ value({section, Spec}, V, W) ->
 value({list_of, Spec}, V, W) when is_list(V) ->
     [section(Spec, X, fmt("~ts[~b]", [W, I])) || {I, X} <- enumerate(V)];
 value({list_of, _}, V, W) ->
-    fail(W, "expected a list of sections, got ~ts", [show(V)]).
+    fail(W, "expected a list of sections, got ~ts", [show(V)]);
+value(modules, V, W) ->
+    %% Each named module's value is a section of its own options; an empty
+    %% value (`name:` or `name: {}`) takes every default.
+    Catalog = throng_config_spec:modules(),
+    Pairs = case V of
+                null -> [];
+                <<>> -> [];
+                _ -> pairs(V, W)
+            end,
+    Spec = maps:from_list([{Name, #{type => boolean, doc => ""}} || {Name, _} <- Catalog]),
+    lists:foldl(
+      fun({K, Opts}, Acc) ->
+              Name = known_key(Spec, K, W),
+              maps:is_key(Name, Acc) andalso fail(join(W, Name), "module given twice", []),
+              Mod = proplists:get_value(Name, Catalog),
+              Raw = case Opts of
+                        null -> #{};
+                        <<>> -> #{};
+                        [] -> #{};
+                        _ -> Opts
+                    end,
+              Acc#{Name => section(Mod:options(), Raw, join(W, Name))}
+      end, #{}, Pairs).
 
 enumerate(L) -> lists:zip(lists:seq(0, length(L) - 1), L).
 

@@ -13,10 +13,13 @@
 %% <li>`{int, Min, Max}' (Max may be `infinity'), `{int_or_infinity, Min}'</li>
 %% <li>`{enum, [atom()]}', `{list, type()}', `{section, spec()}',
 %% `{list_of, spec()}' (a list of sections), `domain'</li>
+%% <li>`modules': extension modules, a mapping of module name to a section of
+%% that module's own options (from its `options/0'); a module that is named
+%% is enabled, with every option it does not set at its default</li>
 %% </ul>
 -module(throng_config_spec).
 
--export([spec/0]).
+-export([spec/0, modules/0, default_modules/0, moved/0]).
 
 -type type() :: boolean | string | path | ip | domain
               | {int, integer(), integer() | infinity}
@@ -24,7 +27,8 @@
               | {enum, [atom()]}
               | {list, type()}
               | {section, spec()}
-              | {list_of, spec()}.
+              | {list_of, spec()}
+              | modules.
 -type option() :: #{type := type(), default => term(), doc := string()}.
 -type spec() :: #{atom() => option()}.
 -export_type([type/0, option/0, spec/0]).
@@ -65,18 +69,19 @@ spec() ->
       auth =>
           #{type => {section, auth_spec()}, default => #{},
             doc => "Authentication."},
-      registration =>
-          #{type => {section, registration_spec()}, default => #{},
-            doc => "XEP-0077 in-band registration."},
       stream_management =>
           #{type => {section, sm_spec()}, default => #{},
             doc => "XEP-0198 stream management."},
-      offline =>
-          #{type => {section, offline_spec()}, default => #{},
-            doc => "Offline message storage."},
-      ping =>
-          #{type => {section, ping_spec()}, default => #{},
-            doc => "Server-side keepalive: XEP-0199 pings to idle clients."},
+      modules =>
+          #{type => modules, default => default_modules(),
+            doc => "Extension modules enabled on every host, each with its options (see "
+                   "docs/extensions.md and the module sections below). A module that is "
+                   "not named is off; `name: {}` enables it with its defaults. Without "
+                   "this key, the modules listed as default are enabled."},
+      host_config =>
+          #{type => {list_of, host_config_spec()}, default => [],
+            doc => "Per-host settings. A host named here runs the modules given here "
+                   "instead of the top-level `modules`."},
       storage =>
           #{type => {section, storage_spec()}, default => #{},
             doc => "Where accounts, rosters and offline messages are kept."},
@@ -84,6 +89,38 @@ spec() ->
           #{type => {section, stats_spec()}, default => #{},
             doc => "Live statistics: the per-second collector, message-queue alarms and "
                    "the HTTP endpoint (/metrics, /stats, dashboard)."}}.
+
+%% @doc The extension modules a configuration can name: {Name, Module}.
+%% A new module is one line here and one file in apps/throng/src/ext/.
+-spec modules() -> [{atom(), module()}].
+modules() ->
+    [{disco, throng_mod_disco},
+     {last, throng_mod_last},
+     {offline, throng_mod_offline},
+     {ping, throng_mod_ping},
+     {register, throng_mod_register},
+     {roster_versioning, throng_mod_roster_versioning},
+     {version, throng_mod_version}].
+
+%% @doc The modules enabled when the configuration has no `modules' key:
+%% every feature Throng had before modules existed, and XEP-0012.
+-spec default_modules() -> #{atom() => map()}.
+default_modules() ->
+    maps:from_list([{Name, #{}} || {Name, _} <- modules()]).
+
+%% @doc Top-level options that moved, with where they went (the error
+%% message for an old configuration file says so).
+-spec moved() -> #{atom() => string()}.
+moved() ->
+    #{registration => "modules.register (enabled -> allow_create)",
+      offline => "modules.offline",
+      ping => "modules.ping"}.
+
+host_config_spec() ->
+    #{host => #{type => domain,
+                doc => "The host (one of `hosts`)."},
+      modules => #{type => modules, default => default_modules(),
+                   doc => "The modules of this host, as the top-level `modules`."}}.
 
 listener_spec() ->
     #{port => #{type => {int, 0, 65535}, default => 5222,
@@ -168,16 +205,6 @@ auth_spec() ->
                                     "socket is not read meanwhile). A stream is closed with "
                                     "policy-violation after 5 failures."}}.
 
-registration_spec() ->
-    #{enabled => #{type => boolean, default => false,
-                   doc => "Allow XEP-0077 in-band registration of new accounts."},
-      min_password_length => #{type => {int, 0, 1024}, default => 6,
-                               doc => "Shortest password accepted by in-band registration "
-                                      "and password change."},
-      ip_interval => #{type => {int, 0, 86400}, default => 60,
-                       doc => "Seconds that must pass between two in-band registrations "
-                              "from the same IP address (0: no limit)."}}.
-
 sm_spec() ->
     #{enabled => #{type => boolean, default => true,
                    doc => "Offer XEP-0198 stream management."},
@@ -191,19 +218,6 @@ sm_spec() ->
       ack_every => #{type => {int, 1, 1000000}, default => 10,
                      doc => "The server asks the client for an acknowledgement after "
                             "this many unacknowledged stanzas."}}.
-
-offline_spec() ->
-    #{max_messages => #{type => {int, 0, 10000000}, default => 1000,
-                        doc => "Offline messages kept per user. A message beyond this is "
-                               "refused with a service-unavailable error to its sender."}}.
-
-ping_spec() ->
-    #{interval => #{type => {int, 0, 86400}, default => 300,
-                    doc => "Seconds without traffic from an authenticated client after "
-                           "which the server sends it a XEP-0199 ping (0: never)."},
-      timeout => #{type => {int, 1, 3600}, default => 60,
-                   doc => "Seconds a pinged client has to send anything before the "
-                          "connection is closed with a connection-timeout stream error."}}.
 
 stats_spec() ->
     #{enabled => #{type => boolean, default => true,

@@ -8,7 +8,7 @@
 
 -export([start_link/0, boot_secret/0,
          auth_failure/1, auth_failures/1, auth_success/1,
-         registration_allowed/1,
+         registration_allowed/2,
          plain_cache_get/1, plain_cache_put/2, plain_cache_delete/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -62,14 +62,14 @@ auth_success(_IP) ->
 %%% In-band registrations per IP address
 
 %% @doc True (and the registration is recorded) if the address has not
-%% registered an account within registration.ip_interval seconds.
--spec registration_allowed(inet:ip_address() | undefined) -> boolean().
-registration_allowed(IP) ->
+%% registered an account within the last Interval seconds. Rows hold when
+%% the address may register again, so the janitor needs no configuration.
+-spec registration_allowed(inet:ip_address() | undefined, non_neg_integer()) -> boolean().
+registration_allowed(IP, Interval) ->
     Now = erlang:monotonic_time(second),
-    Interval = throng_config:get([registration, ip_interval]),
     case ets:lookup(?REGS, IP) of
-        [{IP, Last}] when Now - Last < Interval -> false;
-        _ -> ets:insert(?REGS, {IP, Now}), true
+        [{IP, Until}] when Now < Until -> false;
+        _ -> ets:insert(?REGS, {IP, Now + Interval}), true
     end.
 
 %%% The PLAIN login cache
@@ -124,9 +124,8 @@ handle_cast(_Msg, St) -> {noreply, St}.
 handle_info(sweep, St) ->
     Now = erlang:monotonic_time(second),
     Window = throng_config:get([auth, failure_window]),
-    Interval = throng_config:get([registration, ip_interval]),
     ets:select_delete(?FAILURES, [{{'_', '_', '$1'}, [{'<', '$1', Now - Window}], [true]}]),
-    ets:select_delete(?REGS, [{{'_', '$1'}, [{'<', '$1', Now - Interval}], [true]}]),
+    ets:select_delete(?REGS, [{{'_', '$1'}, [{'=<', '$1', Now}], [true]}]),
     erlang:send_after(?SWEEP_MS, self(), sweep),
     {noreply, St};
 handle_info(_Msg, St) ->

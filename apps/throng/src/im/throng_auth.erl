@@ -25,6 +25,7 @@ register(User, Server, Password) ->
                          case throng_storage:create_account(U, S, Creds) of
                              ok ->
                                  throng_metrics:incr(registrations),
+                                 throng_hooks:notify(user_registered, S, #{user => U, server => S}),
                                  logger:notice(#{what => account_registered, user => U,
                                                  server => S}),
                                  ok;
@@ -52,8 +53,9 @@ unregister(User, Server) ->
             case throng_storage:remove_account(U, S) of
                 ok ->
                     forget_plain(U, S),
-                    _ = [throng_c2s:kick(Pid, <<"account removed">>)
+                    _ = [throng_session:kick(Pid, <<"account removed">>)
                          || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+                    throng_hooks:notify(user_removed, S, #{user => U, server => S}),
                     logger:notice(#{what => account_removed, user => U, server => S}),
                     ok;
                 {error, not_found} = E -> E

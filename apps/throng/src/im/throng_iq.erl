@@ -1,14 +1,14 @@
-%% @doc IQs the server answers itself: those addressed to the domain, and
+%% @doc IQs the server answers itself: those addressed to the domain and
 %% those addressed to a user's bare JID (answered on the account's behalf,
-%% RFC 6121 §8.5.2.1.3). Service discovery (XEP-0030), ping (XEP-0199),
-%% software version (XEP-0092), legacy session establishment (RFC 3921),
-%% and in-band registration (XEP-0077, in {@link throng_register}). The
+%% RFC 6121 §8.5.2.1.3). Each namespace is answered by the extension module
+%% that registered it for the host ({@link throng_ext:iq_handler/3}); a
+%% namespace no enabled module answers gets `service-unavailable'. The
 %% roster IQ needs session state and is handled by the session itself.
 -module(throng_iq).
 
 -include("throng.hrl").
 
--export([handle/3, handle_routed/3, validate/1, server_features/0]).
+-export([process/3, process_preauth/3, validate/1]).
 
 %% @doc Checks the shape of an IQ (RFC 6120 §8.2.3): a known type, an id, and
 %% exactly one payload child for get and set. Returns the payload (or none).
@@ -28,94 +28,71 @@ validate(IQ) ->
         true -> {error, 'bad-request'}
     end.
 
-%% @doc Answers an IQ from From to To (the domain, or a bare JID). Returns the
-%% reply to send back to From, or `noreply' for results and errors.
--spec handle(#jid{}, #jid{}, #xmlel{}) -> #xmlel{} | noreply.
-handle(From, To, IQ) ->
+%% @doc Answers an IQ from From to To (the domain, or a bare JID of the
+%% domain). Returns the reply to send back to From, or `noreply' for
+%% results and errors (and handlers that answer later).
+-spec process(#jid{}, #jid{}, #xmlel{}) -> #xmlel{} | noreply.
+process(From, #jid{server = Host} = To, IQ) ->
     case validate(IQ) of
         {error, Cond} -> throng_stanza:error_reply(IQ, Cond);
         {ok, none} -> noreply;
         {ok, Payload} ->
             NS = throng_xml:ns(Payload),
-            Type = throng_stanza:type(IQ),
-            case To#jid.user of
-                <<>> -> server(NS, Type, From, To, IQ, Payload);
-                _ -> account(NS, Type, From, To, IQ, Payload)
+            Own = To#jid.user =:= From#jid.user andalso To#jid.server =:= From#jid.server,
+            Handler = case To#jid.user of
+                          <<>> -> found(server, throng_ext:iq_handler(Host, server, NS));
+                          _ ->
+                              %% The user's own account falls back to the
+                              %% server's services (an IQ with no 'to').
+                              case throng_ext:iq_handler(Host, account, NS) of
+                                  undefined when Own ->
+                                      found(server, throng_ext:iq_handler(Host, server, NS));
+                                  H -> found(account, H)
+                              end
+                      end,
+            case Handler of
+                undefined ->
+                    case NS =:= ?NS_SESSION andalso (To#jid.user =:= <<>> orelse Own)
+                        andalso throng_stanza:type(IQ) =:= <<"set">> of
+                        %% RFC 3921 session establishment: a no-op kept for old clients.
+                        true -> throng_stanza:iq_result(IQ);
+                        false -> throng_stanza:error_reply(IQ, 'service-unavailable')
+                    end;
+                {Scope, {Mod, Fun}} ->
+                    call(Mod, Fun, IQ, #{scope => Scope, host => Host, payload => Payload,
+                                         from => From, to => To})
             end
     end.
 
-%% @doc Like {@link handle/3}, for an IQ routed from another session: the
-%% reply is routed back to the sender.
--spec handle_routed(#jid{}, #jid{}, #xmlel{}) -> ok.
-handle_routed(From, To, IQ) ->
-    case handle(From, To, IQ) of
-        noreply -> ok;
-        Reply -> throng_router:route(To, From, throng_stanza:strip_from_to(Reply))
+found(_Scope, undefined) -> undefined;
+found(Scope, H) -> {Scope, H}.
+
+%% @doc An IQ on a stream that has not authenticated: answered by a module
+%% registered for the `preauth' scope (in-band registration), or
+%% `not_found' (the stream is then closed: authenticate first).
+-spec process_preauth(binary(), inet:ip_address() | undefined, #xmlel{}) -> #xmlel{} | not_found.
+process_preauth(Host, IP, IQ) ->
+    case validate(IQ) of
+        {ok, #xmlel{} = Payload} ->
+            case throng_ext:iq_handler(Host, preauth, throng_xml:ns(Payload)) of
+                undefined -> not_found;
+                {Mod, Fun} ->
+                    call(Mod, Fun, IQ, #{scope => preauth, host => Host, payload => Payload,
+                                         from => undefined, to => #jid{server = Host}, ip => IP})
+            end;
+        _ ->
+            not_found
     end.
 
-server(?NS_DISCO_INFO, <<"get">>, _From, _To, IQ, Payload) ->
-    case throng_xml:attr(<<"node">>, Payload) of
-        undefined ->
-            throng_stanza:iq_result(IQ, [disco_info([{<<"server">>, <<"im">>, <<"Throng">>}],
-                                                    server_features())]);
-        _ ->
-            throng_stanza:error_reply(IQ, 'item-not-found')
-    end;
-server(?NS_DISCO_ITEMS, <<"get">>, _From, _To, IQ, Payload) ->
-    case throng_xml:attr(<<"node">>, Payload) of
-        undefined ->
-            throng_stanza:iq_result(IQ, [#xmlel{name = <<"query">>,
-                                                attrs = [{<<"xmlns">>, ?NS_DISCO_ITEMS}]}]);
-        _ ->
-            throng_stanza:error_reply(IQ, 'item-not-found')
-    end;
-server(?NS_PING, <<"get">>, _From, _To, IQ, _Payload) ->
-    throng_stanza:iq_result(IQ);
-server(?NS_VERSION, <<"get">>, _From, _To, IQ, _Payload) ->
-    {ok, Vsn} = application:get_key(throng, vsn),
-    throng_stanza:iq_result(
-      IQ, [#xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_VERSION}],
-                  children = [text_el(<<"name">>, <<"Throng">>),
-                              text_el(<<"version">>, list_to_binary(Vsn))]}]);
-server(?NS_SESSION, <<"set">>, _From, _To, IQ, _Payload) ->
-    throng_stanza:iq_result(IQ);
-server(?NS_REGISTER, _Type, From, _To, IQ, _Payload) ->
-    throng_register:process_iq(From, IQ);
-server(_NS, _Type, _From, _To, IQ, _Payload) ->
-    throng_stanza:error_reply(IQ, 'service-unavailable').
-
-account(?NS_DISCO_INFO, <<"get">>, _From, _To, IQ, Payload) ->
-    case throng_xml:attr(<<"node">>, Payload) of
-        undefined ->
-            throng_stanza:iq_result(IQ, [disco_info([{<<"account">>, <<"registered">>, <<>>}],
-                                                    [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])]);
-        _ ->
-            throng_stanza:error_reply(IQ, 'item-not-found')
-    end;
-account(?NS_DISCO_ITEMS, <<"get">>, _From, _To, IQ, _Payload) ->
-    throng_stanza:iq_result(IQ, [#xmlel{name = <<"query">>,
-                                        attrs = [{<<"xmlns">>, ?NS_DISCO_ITEMS}]}]);
-account(NS, Type, #jid{user = U, server = S} = From, #jid{user = U, server = S} = To, IQ, Payload) ->
-    %% The user's own account (an IQ with no 'to'): the server's services.
-    server(NS, Type, From, To, IQ, Payload);
-account(_NS, _Type, _From, _To, IQ, _Payload) ->
-    throng_stanza:error_reply(IQ, 'service-unavailable').
-
-%% @doc The features the server advertises in disco#info.
--spec server_features() -> [binary()].
-server_features() ->
-    [?NS_DISCO_INFO, ?NS_DISCO_ITEMS, ?NS_PING, ?NS_VERSION, ?NS_ROSTER, ?NS_DELAY,
-     <<"msgoffline">>] ++
-        [?NS_REGISTER || throng_config:get([registration, enabled])].
-
-disco_info(Identities, Features) ->
-    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO}],
-           children = [#xmlel{name = <<"identity">>,
-                              attrs = [{<<"category">>, C}, {<<"type">>, T}] ++
-                                  [{<<"name">>, N} || N =/= <<>>]}
-                       || {C, T, N} <- Identities] ++
-               [#xmlel{name = <<"feature">>, attrs = [{<<"var">>, F}]}
-                || F <- lists:usort(Features)]}.
-
-text_el(Name, Text) ->
-    #xmlel{name = Name, children = [{xmlcdata, Text}]}.
+%% A module's bug answers the IQ with internal-server-error and is logged;
+%% it does not end the session that ran it.
+call(Mod, Fun, IQ, Ctx) ->
+    try Mod:Fun(IQ, Ctx) of
+        #xmlel{} = Reply -> Reply;
+        noreply -> noreply
+    catch
+        Class:Reason:Stack ->
+            logger:error(#{what => iq_handler_crashed, module => Mod, function => Fun,
+                           class => Class, reason => Reason, stacktrace => Stack}),
+            throng_stanza:error_reply(IQ, 'internal-server-error')
+    end.

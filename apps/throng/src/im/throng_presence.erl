@@ -9,25 +9,29 @@
 
 -include("throng.hrl").
 
--export([route/3, initial/2, update/2, unavailable/3, available_to/2, unavailable_to/2,
-         priority/1, subscribers/1]).
+-export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, available_to/2,
+         unavailable_to/2, priority/1, subscribers/1]).
 
-%% @doc A presence stanza from From arrives for the local user To.
--spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
-route(From, To, El) ->
+%% @doc Built-in handlers (see throng_ext:builtin/0): presence routed to a
+%% local user, after the subscription handler of {@link throng_roster}.
+-spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
+hooks() ->
+    [{presence_in, 20, presence_in}].
+
+%% @doc Hook: a presence stanza from From arrives for the local user To
+%% (probes, available and unavailable presence, errors).
+-spec presence_in(ok, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) -> ok.
+presence_in(ok, #{from := From, to := To, el := El}) ->
     case throng_stanza:type(El) of
-        T when T =:= <<"subscribe">>; T =:= <<"subscribed">>;
-               T =:= <<"unsubscribe">>; T =:= <<"unsubscribed">> ->
-            throng_roster:inbound(From, To, El);
         <<"probe">> ->
             probe(From, To);
         _ when To#jid.resource =:= <<>> ->
-            [throng_router:deliver(Pid, From, To#jid{resource = R}, El)
+            [throng_session:route(Pid, From, To#jid{resource = R}, El)
              || {R, Pid, _, _} <- throng_sm:available({To#jid.user, To#jid.server})],
             ok;
         _ ->
             case throng_sm:lookup(To) of
-                Pid when is_pid(Pid) -> throng_router:deliver(Pid, From, To, El);
+                Pid when is_pid(Pid) -> throng_session:route(Pid, From, To, El);
                 undefined -> ok
             end
     end.
@@ -50,16 +54,16 @@ probe(From, #jid{user = U, server = S}) ->
 %% to and of the user's other resources, then pending subscription requests.
 -spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #xmlel{}}].
 initial(#jid{user = U, server = S} = User, El) ->
-    Items = throng_roster:items(U, S),
+    {_Ver, Items} = throng_storage:roster_get(U, S),
     %% One session-table read per contact serves both directions: the
     %% broadcast to subscribers and the answer to the (implicit) probe.
     Presences = lists:flatmap(fun(I) -> contact_initial(User, El, I) end, Items),
     Others = [E || {R, _, _, _} = E <- throng_sm:available({U, S}), R =/= User#jid.resource],
-    [throng_router:deliver(Pid, User, User#jid{resource = R}, El) || {R, Pid, _, _} <- Others],
+    [throng_session:route(Pid, User, User#jid{resource = R}, El) || {R, Pid, _, _} <- Others],
     Own = [{User#jid{resource = R}, P} || {R, _Pid, _Prio, P} <- Others],
     Requests = [{#jid{user = CU, server = CS},
                  #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"subscribe">>}]}}
-                || {CU, CS} <- throng_roster:pending_in(Items)],
+                || {CU, CS} <- throng_roster_sub:pending_in(Items)],
     [{User, El} | Presences ++ Own ++ Requests].
 
 contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
@@ -69,7 +73,7 @@ contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
         false -> [];
         true ->
             Available = throng_sm:available({CU, CS}),
-            [throng_router:deliver(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
+            [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
              || From, {R, Pid, _, _} <- Available],
             [{#jid{user = CU, server = CS, resource = R}, P} || To, {R, _, _, P} <- Available]
     end.
@@ -113,17 +117,18 @@ unavailable_to(#jid{user = U, server = S}, Target) ->
 %% @doc The bare JIDs subscribed to a user's presence.
 -spec subscribers(#jid{}) -> [{binary(), binary()}].
 subscribers(#jid{user = U, server = S}) ->
-    throng_roster:subscribers(throng_roster:items(U, S)).
+    {_Ver, Items} = throng_storage:roster_get(U, S),
+    throng_roster_sub:subscribers(Items).
 
 %% Presence goes to every available resource of each local subscriber, and
 %% to the user's own available resources (RFC 6121 §4.2.2, §4.4.2): with
 %% ToSelf, the sending resource too (available presence); without, only the
 %% others (unavailable presence: the sender is leaving).
 broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
-    [throng_router:deliver(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
+    [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
      || {CU, CS} <- Subscribers, throng_router:is_local(CS),
         {R, Pid, _, _} <- throng_sm:available({CU, CS})],
-    [throng_router:deliver(Pid, User, User#jid{resource = R}, El)
+    [throng_session:route(Pid, User, User#jid{resource = R}, El)
      || {R, Pid, _, _} <- throng_sm:available({U, S}), ToSelf orelse R =/= Self],
     ok.
 

@@ -5,14 +5,15 @@
 %% Everything here runs in the process of the session that caused it (the
 %% sender's session for outbound subscription stanzas and for routed inbound
 %% ones). Roster changes are read-modify-write transactions in storage;
-%% pushes go to the user's sessions as `{roster_push, Item, Version}' and each
-%% session forwards them only if it requested the roster.
+%% pushes go to the user's sessions ({@link throng_session:roster_push/3}) and
+%% each session forwards them only if it requested the roster. Every change
+%% runs the `roster_item_changed' hook; the 'ver' of results and pushes
+%% comes from the `roster_version' hook (roster versioning is a module).
 -module(throng_roster).
 
 -include("throng.hrl").
 
--export([process_iq/2, item_el/1, push/3, push_el/2, outbound/3, inbound/3, items/2,
-         subscribers/1, subscriptions/1, pending_in/1]).
+-export([hooks/0, presence_in/2, process_iq/2, push_el/3, outbound/3]).
 
 -type subscription() :: none | to | from | both.
 -type ask() :: none | out | in | both.
@@ -20,6 +21,24 @@
 
 -define(MAX_NAME, 1024).
 -define(MAX_GROUPS, 64).
+
+%% @doc Built-in handlers (see throng_ext:builtin/0): subscription stanzas
+%% routed to a local user are handled here, before the presence handler.
+-spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
+hooks() ->
+    [{presence_in, 10, presence_in}].
+
+%% @doc Hook: a presence stanza for a local user; subscription stanzas stop here.
+-spec presence_in(ok, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) -> ok | stop.
+presence_in(ok, #{from := From, to := To, el := El}) ->
+    case throng_stanza:type(El) of
+        T when T =:= <<"subscribe">>; T =:= <<"subscribed">>;
+               T =:= <<"unsubscribe">>; T =:= <<"unsubscribed">> ->
+            inbound(From, To, El),
+            stop;
+        _ ->
+            ok
+    end.
 
 %%% The roster IQ
 
@@ -36,17 +55,25 @@ process_iq(User, IQ) ->
 
 get(#jid{user = U, server = S}, IQ, Query) ->
     {Ver, Items} = throng_storage:roster_get(U, S),
-    VerBin = integer_to_binary(Ver),
-    case throng_xml:attr(<<"ver">>, Query) of
-        VerBin ->
+    VerBin = version(S, Ver),
+    case VerBin =/= undefined andalso VerBin =:= throng_xml:attr(<<"ver">>, Query) of
+        true ->
             %% The client's copy is current (RFC 6121 §2.6.3).
             throng_stanza:iq_result(IQ);
-        _ ->
+        false ->
             throng_stanza:iq_result(
               IQ, [#xmlel{name = <<"query">>,
-                          attrs = [{<<"xmlns">>, ?NS_ROSTER}, {<<"ver">>, VerBin}],
+                          attrs = [{<<"xmlns">>, ?NS_ROSTER} | ver_attr(VerBin)],
                           children = [item_el(I) || I <- Items, is_visible(I)]}])
     end.
+
+%% The 'ver' of the roster at version Ver, or undefined without versioning.
+version(Host, Ver) ->
+    {_, VerBin} = throng_hooks:run(roster_version, Host, undefined, #{version => Ver}),
+    VerBin.
+
+ver_attr(undefined) -> [];
+ver_attr(VerBin) -> [{<<"ver">>, VerBin}].
 
 set(User, IQ, Query) ->
     case [E || #xmlel{name = <<"item">>} = E <- throng_xml:subels(Query)] of
@@ -85,13 +112,13 @@ parse_item(Item) ->
 
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS}, {Name, Groups}) ->
     Contact = {CU, CS},
-    {ok, _Old, New, Ver} =
+    {ok, Old, New, Ver} =
         throng_storage:roster_update(
           U, S, Contact,
           fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
-             (Old) -> {set, Old#roster_item{name = Name, groups = Groups}}
+             (Old0) -> {set, Old0#roster_item{name = Name, groups = Groups}}
           end),
-    push(User, New, Ver),
+    push(User, Old, New, Ver),
     throng_stanza:iq_result(IQ);
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C, remove) ->
     Contact = {CU, CS},
@@ -109,7 +136,7 @@ set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C
                     throng_presence:unavailable_to(User, C);
                 false -> ok
             end,
-            push(User, {removed, Contact}, Ver),
+            push(User, Old, undefined, Ver),
             throng_stanza:iq_result(IQ)
     end.
 
@@ -219,25 +246,31 @@ send_presence(From, To, Type) ->
 maybe_push(_User, Same, Same, _Ver) -> ok;
 maybe_push(User, Old, undefined, Ver) ->
     case is_visible(Old) of
-        true -> push(User, {removed, Old#roster_item.jid}, Ver);
+        true -> push(User, Old, undefined, Ver);
         false -> ok
     end;
-maybe_push(User, _Old, New, Ver) ->
+maybe_push(User, Old, New, Ver) ->
     case is_visible(New) of
-        true -> push(User, New, Ver);
+        true -> push(User, Old, New, Ver);
         false -> ok
     end.
 
-%% @doc Sends a roster push to every session of the user; each forwards it
-%% to its client if that client requested the roster.
--spec push(#jid{}, #roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> ok.
-push(#jid{user = U, server = S}, Item, Ver) ->
-    lists:foreach(fun({_, Pid, _, _}) -> Pid ! {roster_push, Item, Ver} end,
+%% Sends a roster push to every session of the user; each forwards it to its
+%% client if that client requested the roster.
+push(#jid{user = U, server = S} = User, Old, New, Ver) ->
+    Item = case New of
+               undefined -> {removed, Old#roster_item.jid};
+               _ -> New
+           end,
+    throng_hooks:notify(roster_item_changed, S, #{user => throng_jid:bare(User),
+                                                  old => Old, new => New, version => Ver}),
+    lists:foreach(fun({_, Pid, _, _}) -> throng_session:roster_push(Pid, Item, Ver) end,
                   throng_sm:resources({U, S})).
 
-%% @doc The roster push IQ for an item (RFC 6121 §2.1.6).
--spec push_el(#roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> #xmlel{}.
-push_el(Item, Ver) ->
+%% @doc The roster push IQ for an item (RFC 6121 §2.1.6), on a host.
+-spec push_el(binary(), #roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) ->
+    #xmlel{}.
+push_el(Host, Item, Ver) ->
     ItemEl = case Item of
                  {removed, {CU, CS}} ->
                      #xmlel{name = <<"item">>,
@@ -249,18 +282,15 @@ push_el(Item, Ver) ->
            attrs = [{<<"type">>, <<"set">>},
                     {<<"id">>, <<"push", (integer_to_binary(erlang:unique_integer([positive])))/binary>>}],
            children = [#xmlel{name = <<"query">>,
-                              attrs = [{<<"xmlns">>, ?NS_ROSTER},
-                                       {<<"ver">>, integer_to_binary(Ver)}],
+                              attrs = [{<<"xmlns">>, ?NS_ROSTER} | ver_attr(version(Host, Ver))],
                               children = [ItemEl]}]}.
 
 %%% Items
 
--spec is_visible(#roster_item{}) -> boolean().
 is_visible(#roster_item{subscription = S, ask = A, approved = Ap}) ->
     throng_roster_sub:visible({S, A, Ap}).
 
-%% @doc The <item/> of a roster result or push.
--spec item_el(#roster_item{}) -> #xmlel{}.
+%% The <item/> of a roster result or push.
 item_el(#roster_item{jid = {CU, CS}, name = Name, subscription = Sub, ask = Ask,
                      approved = Ap, groups = Groups}) ->
     Attrs = [{<<"jid">>, throng_jid:to_binary(#jid{user = CU, server = CS})}] ++
@@ -270,26 +300,6 @@ item_el(#roster_item{jid = {CU, CS}, name = Name, subscription = Sub, ask = Ask,
         [{<<"approved">>, <<"true">>} || Ap],
     #xmlel{name = <<"item">>, attrs = Attrs,
            children = [#xmlel{name = <<"group">>, children = [{xmlcdata, G}]} || G <- Groups]}.
-
-%% @doc A user's roster items.
--spec items(binary(), binary()) -> [#roster_item{}].
-items(U, S) ->
-    element(2, throng_storage:roster_get(U, S)).
-
-%% @doc Contacts that receive the user's presence (subscription from/both).
--spec subscribers([#roster_item{}]) -> [{binary(), binary()}].
-subscribers(Items) ->
-    [J || #roster_item{jid = J} = I <- Items, has_from(I)].
-
-%% @doc Contacts whose presence the user receives (subscription to/both).
--spec subscriptions([#roster_item{}]) -> [{binary(), binary()}].
-subscriptions(Items) ->
-    [J || #roster_item{jid = J} = I <- Items, has_to(I)].
-
-%% @doc Contacts with a subscription request waiting for the user.
--spec pending_in([#roster_item{}]) -> [{binary(), binary()}].
-pending_in(Items) ->
-    [J || #roster_item{jid = J, ask = A} <- Items, A =:= in orelse A =:= both].
 
 has_from(#roster_item{subscription = S}) -> S =:= from orelse S =:= both.
 has_to(#roster_item{subscription = S}) -> S =:= to orelse S =:= both.

@@ -13,7 +13,9 @@
 %% (outbound) or delivered to the user (inbound), or auto-answered.
 -module(throng_roster_sub).
 
--export([outbound/2, inbound/2, visible/1]).
+-include("throng.hrl").
+
+-export([outbound/2, inbound/2, visible/1, subscribers/1, pending_in/1]).
 
 -type subscription() :: none | to | from | both.
 -type ask() :: none | out | in | both.
@@ -117,3 +119,13 @@ add_in(A) -> A.
 del_in(in) -> none;
 del_in(both) -> out;
 del_in(A) -> A.
+
+%% @doc Contacts that receive the user's presence (subscription from/both).
+-spec subscribers([#roster_item{}]) -> [{binary(), binary()}].
+subscribers(Items) ->
+    [J || #roster_item{jid = J, subscription = S} <- Items, S =:= from orelse S =:= both].
+
+%% @doc Contacts with a subscription request waiting for the user.
+-spec pending_in([#roster_item{}]) -> [{binary(), binary()}].
+pending_in(Items) ->
+    [J || #roster_item{jid = J, ask = A} <- Items, A =:= in orelse A =:= both].

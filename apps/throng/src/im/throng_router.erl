@@ -3,8 +3,13 @@
 %% recipient is online; offline storage and account checks happen only when
 %% no resource can take the stanza.
 %%
-%% A delivered stanza reaches the recipient's session process as
-%% `{route, From, To, El}', From and To as #jid{} records.
+%% A delivered stanza reaches the recipient's session process through
+%% {@link throng_session:route/4}. IQs to the server or to an account are
+%% answered by {@link throng_iq} (extension modules); presence for a local
+%% user is handed to the `presence_in' hook (the built-in subscription and
+%% presence handlers, {@link throng_roster} and {@link throng_presence});
+%% a message no resource can take goes to the `offline_message' hook
+%% (offline storage, when the module is enabled) or is bounced.
 -module(throng_router).
 
 -include("throng.hrl").
@@ -26,8 +31,7 @@ is_local(Server) ->
 %% @doc Sends a stanza to a session process.
 -spec deliver(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
 deliver(Pid, From, To, El) ->
-    Pid ! {route, From, To, El},
-    ok.
+    throng_session:route(Pid, From, To, El).
 
 %% @doc Answers a stanza with an error, unless it is an error itself (errors
 %% are never answered, so two entities cannot bounce forever).
@@ -48,7 +52,7 @@ bounce(From, To, El, Cond) ->
 %% messages and presence to the server are not for anyone.
 to_server(From, To, El) ->
     case throng_stanza:kind(El) of
-        iq -> throng_iq:handle_routed(From, To, El);
+        iq -> answer_iq(From, To, El);
         message -> bounce(From, To, El, 'service-unavailable');
         _ -> ok
     end.
@@ -56,7 +60,8 @@ to_server(From, To, El) ->
 to_user(From, To, El) ->
     case throng_stanza:kind(El) of
         message -> message(From, To, El);
-        presence -> throng_presence:route(From, To, El);
+        presence ->
+            throng_hooks:notify(presence_in, To#jid.server, #{from => From, to => To, el => El});
         iq -> iq(From, To, El);
         other -> ok
     end.
@@ -98,9 +103,10 @@ message_bare(From, #jid{user = U, server = S} = To, El) ->
             case throng_storage:account_exists(U, S) of
                 false -> bounce(From, To, El, 'service-unavailable');
                 true ->
-                    case throng_offline:store(From, To, El) of
-                        ok -> ok;
-                        {error, full} -> bounce(From, To, El, 'service-unavailable')
+                    case throng_hooks:run(offline_message, S, bounce,
+                                          #{from => From, to => To, el => El}) of
+                        {_, stored} -> ok;
+                        {_, _BounceOrFull} -> bounce(From, To, El, 'service-unavailable')
                     end
             end
     end.
@@ -118,11 +124,19 @@ highest(Resources) ->
 iq(From, #jid{resource = <<>>} = To, El) ->
     %% An IQ to a bare JID is answered by the server on the account's behalf.
     case throng_storage:account_exists(To#jid.user, To#jid.server) of
-        true -> throng_iq:handle_routed(From, To, El);
+        true -> answer_iq(From, To, El);
         false -> bounce(From, To, El, 'service-unavailable')
     end;
 iq(From, To, El) ->
     case throng_sm:lookup(To) of
         Pid when is_pid(Pid) -> deliver(Pid, From, To, El);
         undefined -> bounce(From, To, El, 'service-unavailable')
+    end.
+
+%% The server answers an IQ to the domain or to an account; the reply goes
+%% back to the sender.
+answer_iq(From, To, IQ) ->
+    case throng_iq:process(From, To, IQ) of
+        noreply -> ok;
+        Reply -> route(To, From, throng_stanza:strip_from_to(Reply))
     end.

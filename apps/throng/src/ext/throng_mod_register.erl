@@ -1,18 +1,60 @@
-%% @doc XEP-0077 in-band registration: account creation on an
-%% unauthenticated stream (only when registration.enabled, at most one per
-%% address per registration.ip_interval), and, for an authenticated user,
-%% password change and account removal.
--module(throng_register).
+%% @doc XEP-0077 In-Band Registration: account creation on an
+%% unauthenticated stream (only with `allow_create', at most one per address
+%% per `ip_interval'), and, for an authenticated user, password change and
+%% account removal.
+-module(throng_mod_register).
+-behaviour(throng_ext).
 
 -include("throng.hrl").
 
--export([process_preauth/3, process_iq/2]).
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, stream_features/2,
+         session_info/2]).
+-export([process_preauth/2, process_iq/2]).
+
+-spec options() -> throng_config_spec:spec().
+options() ->
+    #{allow_create => #{type => boolean, default => false,
+                        doc => "Let clients create accounts on an unauthenticated stream. "
+                               "Password change and account removal by a logged-in user "
+                               "work whenever the module is enabled."},
+      min_password_length => #{type => {int, 0, 1024}, default => 6,
+                               doc => "Shortest password accepted by in-band registration "
+                                      "and password change."},
+      ip_interval => #{type => {int, 0, 86400}, default => 60,
+                       doc => "Seconds that must pass between two in-band registrations "
+                              "from the same IP address (0: no limit)."}}.
+
+-spec iq_handlers() -> [{throng_ext:iq_scope(), binary(), atom()}].
+iq_handlers() ->
+    [{preauth, ?NS_REGISTER, process_preauth},
+     {server, ?NS_REGISTER, process_iq}].
+
+-spec hooks() -> [].
+hooks() ->
+    [].
+
+-spec disco_features(binary()) -> [binary()].
+disco_features(Host) ->
+    [?NS_REGISTER || allow_create(Host)].
+
+-spec stream_features(pre_auth | authenticated, binary()) -> iodata().
+stream_features(pre_auth, Host) ->
+    [["<register xmlns='", ?NS_REGISTER_FEATURE, "'/>"] || allow_create(Host)];
+stream_features(authenticated, _Host) ->
+    [].
+
+allow_create(Host) ->
+    opt(Host, allow_create).
+
+opt(Host, Key) ->
+    throng_ext:opt(Host, ?MODULE, Key).
 
 %% @doc A registration IQ on a stream that has not authenticated yet.
--spec process_preauth(binary(), inet:ip_address() | undefined, #xmlel{}) -> #xmlel{}.
-process_preauth(Server, IP, IQ) ->
+-spec process_preauth(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+process_preauth(IQ, #{host := Server} = Ctx) ->
+    IP = maps:get(ip, Ctx, undefined),
     Query = throng_xml:subel(IQ, <<"query">>, ?NS_REGISTER),
-    case {throng_config:get([registration, enabled]), throng_stanza:type(IQ), Query} of
+    case {allow_create(Server), throng_stanza:type(IQ), Query} of
         {false, _, _} ->
             throng_stanza:error_reply(IQ, 'service-unavailable');
         {true, _, undefined} ->
@@ -31,13 +73,13 @@ process_preauth(Server, IP, IQ) ->
 create(Server, IP, IQ, Query) ->
     User = throng_xml:subel_cdata(Query, <<"username">>),
     Password = throng_xml:subel_cdata(Query, <<"password">>),
-    case check_password(Password) of
+    case check_password(Server, Password) of
         ok ->
             case throng_auth:prepare_user(User) of
                 error ->
                     throng_stanza:error_reply(IQ, 'jid-malformed', <<"invalid username">>);
                 _ ->
-                    case throng_tables:registration_allowed(IP) of
+                    case throng_tables:registration_allowed(IP, opt(Server, ip_interval)) of
                         false ->
                             throng_stanza:error_reply(IQ, 'resource-constraint',
                                                       <<"too many registrations from your address">>);
@@ -55,8 +97,8 @@ create(Server, IP, IQ, Query) ->
 
 %% @doc A registration IQ from an authenticated user: registration info,
 %% password change, or account removal (`<remove/>').
--spec process_iq(#jid{}, #xmlel{}) -> #xmlel{}.
-process_iq(#jid{user = U, server = S}, IQ) ->
+-spec process_iq(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+process_iq(IQ, #{from := #jid{user = U, server = S}}) ->
     Query = throng_xml:subel(IQ, <<"query">>, ?NS_REGISTER),
     case {throng_stanza:type(IQ), Query} of
         {_, undefined} ->
@@ -70,10 +112,10 @@ process_iq(#jid{user = U, server = S}, IQ) ->
             case throng_xml:subel(Query, <<"remove">>) of
                 undefined -> change_password(U, S, IQ, Query);
                 _ ->
-                    %% The result is sent before the session is ended by the kick.
-                    Reply = throng_stanza:iq_result(IQ),
-                    self() ! {unregister, U, S},
-                    Reply
+                    %% The result is written before the removal ends the session:
+                    %% the session handles this message after the reply.
+                    throng_session:ext_message(self(), ?MODULE, {remove, U, S}),
+                    throng_stanza:iq_result(IQ)
             end;
         _ ->
             throng_stanza:error_reply(IQ, 'bad-request')
@@ -84,7 +126,7 @@ change_password(U, S, IQ, Query) ->
     Password = throng_xml:subel_cdata(Query, <<"password">>),
     case throng_auth:prepare_user(User) of
         U ->
-            case check_password(Password) of
+            case check_password(S, Password) of
                 ok ->
                     case throng_auth:set_password(U, S, Password) of
                         ok -> throng_stanza:iq_result(IQ);
@@ -97,8 +139,14 @@ change_password(U, S, IQ, Query) ->
             throng_stanza:error_reply(IQ, 'not-allowed', <<"username does not match">>)
     end.
 
-check_password(Password) ->
-    Min = throng_config:get([registration, min_password_length]),
+%% @doc The session asked for its own account's removal (see process_iq/2).
+-spec session_info({remove, binary(), binary()}, throng_session:ctx()) -> [].
+session_info({remove, U, S}, _Ctx) ->
+    _ = throng_auth:unregister(U, S),
+    [].
+
+check_password(Host, Password) ->
+    Min = opt(Host, min_password_length),
     case string:length(Password) of
         0 -> {error, <<"password missing">>};
         N when N < Min -> {error, <<"password too short">>};

@@ -1,23 +1,78 @@
 %% @doc Offline messages (RFC 6121 §8.5.2.1.1, XEP-0160): a message for a
 %% user with no available resource is stored durably and delivered, with a
-%% XEP-0203 delay stamp, when the user next sends initial presence.
+%% XEP-0203 delay stamp, when the user next sends initial presence with a
+%% non-negative priority. Without this module such a message is bounced
+%% with service-unavailable.
 %%
 %% Messages are stored serialized (the bytes that will be sent) to keep
 %% Mnesia's in-memory copy small; the delay stamp is spliced in at delivery.
--module(throng_offline).
+%% Delivered messages travel in the session's XEP-0198 queue as module items
+%% ({@link throng_session:item()}): one the client never acknowledged goes
+%% back to storage with its original timestamp.
+-module(throng_mod_offline).
+-behaviour(throng_ext).
 
 -include("throng.hrl").
 
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, item_bytes/2, item_reroute/2]).
+-export([offline_message/2, initial_presence/2]).
 -export([store/3, pop/1, restore/2, stamp/2, count/1]).
 
+-spec options() -> throng_config_spec:spec().
+options() ->
+    #{max_messages => #{type => {int, 0, 10000000}, default => 1000,
+                        doc => "Offline messages kept per user. A message beyond this is "
+                               "refused with a service-unavailable error to its sender."}}.
+
+-spec iq_handlers() -> [].
+iq_handlers() ->
+    [].
+
+-spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
+hooks() ->
+    [{offline_message, 50, offline_message},
+     {initial_presence, 50, initial_presence}].
+
+-spec disco_features(binary()) -> [binary()].
+disco_features(_Host) ->
+    [?NS_DELAY, <<"msgoffline">>].
+
+%% @doc Hook: no resource can take a message; keep it.
+-spec offline_message(bounce, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) ->
+    {stop, stored | full}.
+offline_message(_Acc, #{from := From, to := To, el := El}) ->
+    case store(From, To, El) of
+        ok -> {stop, stored};
+        {error, full} -> {stop, full}
+    end.
+
+%% @doc Hook: a session sent its initial presence; with a non-negative
+%% priority it gets the stored messages, oldest first.
+-spec initial_presence([throng_session:item()], #{jid := #jid{}, priority := integer()}) ->
+    ok | {ok, [throng_session:item()]}.
+initial_presence(Items, #{jid := JID, priority := Prio}) when Prio >= 0 ->
+    {ok, Items ++ [{ext, ?MODULE, M} || M <- pop(throng_jid:bare(JID))]};
+initial_presence(_Items, _Args) ->
+    ok.
+
+%% @doc The bytes of a stored message delivered to a session.
+-spec item_bytes(#offline_msg{}, binary()) -> {message, binary()}.
+item_bytes(Msg, Host) ->
+    {message, stamp(Msg, Host)}.
+
+%% @doc A delivered message the client did not acknowledge goes back.
+-spec item_reroute(#offline_msg{}, #jid{}) -> ok.
+item_reroute(Msg, JID) ->
+    restore(JID, Msg).
+
 %% @doc Stores a message for the bare JID To. `{error, full}' when the user
-%% already has offline.max_messages stored (the caller bounces it).
+%% already has max_messages stored (the caller bounces it).
 -spec store(#jid{}, #jid{}, #xmlel{}) -> ok | {error, full}.
 store(From, #jid{user = U, server = S} = To, El) ->
     FromBin = throng_jid:to_binary(From),
     Packet = throng_xml:to_binary(throng_stanza:set_from_to(El, FromBin, throng_jid:to_binary(To))),
     Msg = #offline_msg{timestamp = os:system_time(microsecond), from = FromBin, packet = Packet},
-    case throng_storage:offline_store(U, S, Msg, throng_config:get([offline, max_messages])) of
+    case throng_storage:offline_store(U, S, Msg, throng_ext:opt(S, ?MODULE, max_messages)) of
         ok ->
             throng_metrics:incr(offline_stored),
             ok;

@@ -1,0 +1,86 @@
+%% @doc XEP-0030 Service Discovery. disco#info of the domain lists the
+%% identities and features of every module enabled on the host (assembled
+%% once at boot, {@link throng_ext}); disco#info of a user's bare JID
+%% answers for the account. disco#items lists nothing yet (no services).
+-module(throng_mod_disco).
+-behaviour(throng_ext).
+
+-include("throng.hrl").
+
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1]).
+-export([server_info/2, server_items/2, account_info/2, account_items/2]).
+
+-spec options() -> throng_config_spec:spec().
+options() ->
+    #{}.
+
+-spec iq_handlers() -> [{throng_ext:iq_scope(), binary(), atom()}].
+iq_handlers() ->
+    [{server, ?NS_DISCO_INFO, server_info},
+     {server, ?NS_DISCO_ITEMS, server_items},
+     {account, ?NS_DISCO_INFO, account_info},
+     {account, ?NS_DISCO_ITEMS, account_items}].
+
+-spec hooks() -> [].
+hooks() ->
+    [].
+
+-spec disco_features(binary()) -> [binary()].
+disco_features(_Host) ->
+    [?NS_DISCO_INFO, ?NS_DISCO_ITEMS].
+
+-spec disco_identities(binary()) -> [throng_ext:identity()].
+disco_identities(_Host) ->
+    [{<<"server">>, <<"im">>, <<"Throng">>}].
+
+%% @doc disco#info of the domain.
+-spec server_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+server_info(IQ, #{host := Host} = Ctx) ->
+    get_without_node(IQ, Ctx, fun() ->
+        info(throng_ext:disco_identities(Host), throng_ext:disco_features(Host))
+    end).
+
+%% @doc disco#items of the domain.
+-spec server_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+server_items(IQ, Ctx) ->
+    get_without_node(IQ, Ctx, fun() -> items() end).
+
+%% @doc disco#info of a user's bare JID, answered by the server.
+-spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+account_info(IQ, Ctx) ->
+    get_without_node(IQ, Ctx, fun() ->
+        info([{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
+    end).
+
+%% @doc disco#items of a user's bare JID.
+-spec account_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+account_items(IQ, Ctx) ->
+    case is_get(IQ) of
+        true -> throng_stanza:iq_result(IQ, [items()]);
+        false -> bad_type(IQ, Ctx)
+    end.
+
+get_without_node(IQ, #{payload := Payload} = Ctx, Result) ->
+    case {is_get(IQ), throng_xml:attr(<<"node">>, Payload)} of
+        {true, undefined} -> throng_stanza:iq_result(IQ, [Result()]);
+        {true, _} -> throng_stanza:error_reply(IQ, 'item-not-found');
+        {false, _} -> bad_type(IQ, Ctx)
+    end.
+
+is_get(IQ) ->
+    throng_stanza:type(IQ) =:= <<"get">>.
+
+bad_type(IQ, _Ctx) ->
+    throng_stanza:error_reply(IQ, 'service-unavailable').
+
+info(Identities, Features) ->
+    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO}],
+           children = [#xmlel{name = <<"identity">>,
+                              attrs = [{<<"category">>, C}, {<<"type">>, T}] ++
+                                  [{<<"name">>, N} || N =/= <<>>]}
+                       || {C, T, N} <- Identities] ++
+               [#xmlel{name = <<"feature">>, attrs = [{<<"var">>, F}]}
+                || F <- lists:usort(Features)]}.
+
+items() ->
+    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_ITEMS}]}.

@@ -1,0 +1,66 @@
+%% @doc The one API for messages to a session process (a `throng_c2s'):
+%% every module that wants something of a session calls a function here
+%% instead of sending it a tuple, so the session's message protocol is
+%% written in one place. All are asynchronous sends; a dead pid is a no-op.
+%%
+%% Extension modules talk to the session they run in through
+%% {@link ext_message/3} and {@link ext_timer/3}: the session calls the
+%% module's `session_info/2' with the message and carries out the actions
+%% it returns ({@link action()}).
+-module(throng_session).
+
+-include("throng.hrl").
+
+-export([route/4, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/3]).
+
+%% What a session carries out for a module.
+-type action() :: {send, #xmlel{}}                          %% write a stanza to the client
+                | {timer, Ms :: non_neg_integer(), Msg :: term()} %% session_info(Msg) later
+                | {stop, Condition :: atom(), Text :: binary()}.  %% stream error, end
+%% What session_info/2 gets.
+-type ctx() :: #{jid := #jid{}, last_in := integer()}.     %% last_in: monotonic seconds
+%% A stanza queued for the client (and kept for XEP-0198 until acknowledged):
+%% routed {From, To, Element}, a module's own item, or a stanza that is not
+%% re-sent (none).
+-type item() :: {#jid{}, #jid{}, #xmlel{}} | {ext, module(), term()} | none.
+-export_type([action/0, ctx/0, item/0]).
+
+%% @doc Delivers a routed stanza to a session.
+-spec route(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
+route(Pid, From, To, El) ->
+    Pid ! {route, From, To, El},
+    ok.
+
+%% @doc A roster change for the session's user; the session forwards it to
+%% its client if the client requested the roster.
+-spec roster_push(pid(), #roster_item{} | {removed, {binary(), binary()}}, non_neg_integer()) -> ok.
+roster_push(Pid, Item, Version) ->
+    Pid ! {roster_push, Item, Version},
+    ok.
+
+%% @doc Ends a session with a policy-violation stream error (admin kick,
+%% account removed).
+-spec kick(pid(), binary()) -> ok.
+kick(Pid, Reason) ->
+    Pid ! {kick, Reason},
+    ok.
+
+%% @doc A newer session (By) binds the same full JID: the old one ends with
+%% a conflict stream error (RFC 6120 §7.7.2.2).
+-spec replace(pid(), pid()) -> ok.
+replace(Pid, By) ->
+    Pid ! {replaced, By},
+    ok.
+
+%% @doc A message for module Mod's `session_info/2', run in the session.
+-spec ext_message(pid(), module(), term()) -> ok.
+ext_message(Pid, Mod, Msg) ->
+    Pid ! {throng_session, ext, Mod, Msg},
+    ok.
+
+%% @doc From a module's code running in a session: call the module's
+%% `session_info(Msg, Ctx)' in this session after Ms milliseconds.
+-spec ext_timer(non_neg_integer(), module(), term()) -> ok.
+ext_timer(Ms, Mod, Msg) ->
+    _ = erlang:send_after(Ms, self(), {throng_session, ext, Mod, Msg}),
+    ok.
