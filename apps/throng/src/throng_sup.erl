@@ -21,6 +21,9 @@ init([]) ->
     Children =
         throng_storage:child_specs() ++
         [#{id => throng_tables, start => {throng_tables, start_link, []}},
-         #{id => throng_listeners_sup, start => {throng_listeners_sup, start_link, []},
+         %% Client connections: plain TCP (STARTTLS upgrades a connection
+         %% inside the protocol), XMPP client-to-server streams.
+         #{id => throng_listeners_sup,
+           start => {throng_listeners_sup, start_link, [throng_transport_tcp, throng_c2s]},
            type => supervisor, shutdown => infinity}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

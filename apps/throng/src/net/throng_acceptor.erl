@@ -15,29 +15,29 @@ start_link(Ref, Index) ->
 
 -spec init(pid(), throng_listener:ref(), pos_integer()) -> no_return().
 init(ListenerSup, Ref, Index) ->
-    #{lsock := LSock} = throng_listener:info(Ref),
+    #{lsock := LSock, transport := Transport} = throng_listener:info(Ref),
     %% The sibling connection supervisor was started before us.
     [ConnsSup] = [P || {{conns_sup, I}, P, _, _} <- supervisor:which_children(ListenerSup),
                        I =:= Index],
-    loop(LSock, ConnsSup).
+    loop(Transport, LSock, ConnsSup).
 
-loop(LSock, ConnsSup) ->
-    case gen_tcp:accept(LSock) of
+loop(Transport, LSock, ConnsSup) ->
+    case throng_transport:accept(Transport, LSock) of
         {ok, Sock} ->
             throng_metrics:incr(connections_accepted),
             ok = throng_conns_sup:await_slot(ConnsSup),
             {ok, _Pid} = throng_conns_sup:start_connection(ConnsSup, Sock),
-            loop(LSock, ConnsSup);
+            loop(Transport, LSock, ConnsSup);
         {error, Why} when Why =:= emfile; Why =:= enfile; Why =:= enobufs; Why =:= enomem ->
             throng_metrics:incr(accept_errors),
             logger:error(#{what => accept_failed, reason => Why,
                            action => "sleeping, connections wait in the backlog"}),
             timer:sleep(?EMFILE_SLEEP),
-            loop(LSock, ConnsSup);
+            loop(Transport, LSock, ConnsSup);
         {error, closed} ->
             exit(listen_socket_closed);
         {error, Why} ->
             throng_metrics:incr(accept_errors),
             logger:info(#{what => accept_failed, reason => Why}),
-            loop(LSock, ConnsSup)
+            loop(Transport, LSock, ConnsSup)
     end.

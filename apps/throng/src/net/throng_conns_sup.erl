@@ -17,6 +17,7 @@
 
 -record(st, {parent :: pid(),
              ref :: throng_listener:ref(),
+             protocol :: module(),
              count :: atomics:atomics_ref(),
              max :: pos_integer() | infinity,
              children = 0 :: non_neg_integer(),
@@ -45,35 +46,35 @@ await_slot(Sup) ->
 
 %% @doc Starts a connection process for a socket accepted by the caller
 %% (which still owns it) and hands the socket over.
--spec start_connection(pid(), gen_tcp:socket()) -> {ok, pid()}.
+-spec start_connection(pid(), throng_transport:socket()) -> {ok, pid()}.
 start_connection(Sup, Sock) ->
     MRef = erlang:monitor(process, Sup),
     Sup ! {start_connection, self(), MRef},
     receive
         {MRef, {ok, Pid}} ->
             erlang:demonitor(MRef, [flush]),
-            _ = case gen_tcp:controlling_process(Sock, Pid) of
-                    ok -> Pid ! {throng_socket, Sock};
-                    {error, _} -> _ = gen_tcp:close(Sock), exit(Pid, kill)
+            _ = case throng_transport:controlling_process(Sock, Pid) of
+                    ok -> Pid ! {throng_transport, Sock};
+                    {error, _} -> ok = throng_transport:close(Sock), exit(Pid, kill)
                 end,
             {ok, Pid};
         {'DOWN', MRef, process, _, Reason} ->
-            _ = gen_tcp:close(Sock),
+            ok = throng_transport:close(Sock),
             exit({conns_sup_down, Reason})
     end.
 
 -spec init(pid(), throng_listener:ref(), pos_integer()) -> no_return().
 init(Parent, Ref, _Index) ->
     process_flag(trap_exit, true),
-    #{count := Count, max := Max} = throng_listener:info(Ref),
+    #{count := Count, max := Max, protocol := Protocol} = throng_listener:info(Ref),
     proc_lib:init_ack(Parent, {ok, self()}),
-    loop(#st{parent = Parent, ref = Ref, count = Count, max = Max}).
+    loop(#st{parent = Parent, ref = Ref, protocol = Protocol, count = Count, max = Max}).
 
 loop(#st{parent = Parent} = St) ->
     receive
         {start_connection, From, MRef} ->
             %% The slot was reserved by await_slot/1.
-            Pid = throng_c2s:start_link(St#st.ref),
+            Pid = (St#st.protocol):start_link(St#st.ref),
             From ! {MRef, {ok, Pid}},
             loop(St#st{children = St#st.children + 1});
         {await_slot, From, MRef} ->
@@ -89,7 +90,8 @@ loop(#st{parent = Parent} = St) ->
         {system, From, Req} ->
             sys:handle_system_msg(Req, From, Parent, ?MODULE, [], St);
         {'$gen_call', From, which_children} ->
-            gen:reply(From, [{throng_c2s, P, worker, [throng_c2s]} || P <- children(St)]),
+            Proto = St#st.protocol,
+            gen:reply(From, [{Proto, P, worker, [Proto]} || P <- children(St)]),
             loop(St);
         {'$gen_call', From, count_children} ->
             N = St#st.children,

@@ -4,17 +4,18 @@
 -module(throng_listener).
 -behaviour(gen_server).
 
--export([start_link/2, info/1, port/1]).
+-export([start_link/4, info/1, port/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type ref() :: {listener, pos_integer()}.
 -type info() :: #{lsock := gen_tcp:socket(), opts := map(),
+                  transport := module(), protocol := module(),
                   count := atomics:atomics_ref(), max := pos_integer() | infinity}.
 -export_type([ref/0, info/0]).
 
--spec start_link(ref(), map()) -> {ok, pid()} | {error, term()}.
-start_link(Ref, Opts) ->
-    gen_server:start_link(?MODULE, {Ref, Opts}, []).
+-spec start_link(ref(), map(), module(), module()) -> {ok, pid()} | {error, term()}.
+start_link(Ref, Opts, Transport, Protocol) ->
+    gen_server:start_link(?MODULE, {Ref, Opts, Transport, Protocol}, []).
 
 %% @doc The listen socket, options and counter of a listener.
 -spec info(ref()) -> info().
@@ -28,22 +29,23 @@ port(Ref) ->
     {ok, Port} = inet:port(L),
     Port.
 
--spec init({ref(), map()}) -> {ok, ref()} | {stop, term()}.
+-spec init({ref(), map(), module(), module()}) -> {ok, ref()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
-             max_connections := Max, recv_buffer := Buffer} = Opts}) ->
+             max_connections := Max, recv_buffer := Buffer} = Opts, Transport, Protocol}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
     SockOpts = Family ++
         [binary, {packet, raw}, {active, false}, {reuseaddr, true}, {ip, IP},
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}],
-    case gen_tcp:listen(Port, SockOpts) of
+    case throng_transport:listen(Transport, Port, SockOpts) of
         {ok, LSock} ->
             Count = case persistent_term:get({?MODULE, Ref}, undefined) of
                         #{count := C} -> C;   %% keep counting across a restart
                         undefined -> atomics:new(1, [{signed, true}])
                     end,
             persistent_term:put({?MODULE, Ref}, #{lsock => LSock, opts => Opts,
+                                                  transport => Transport, protocol => Protocol,
                                                   count => Count, max => Max}),
             logger:notice(#{what => listener_started, ip => inet:ntoa(IP),
                             port => port(Ref), backlog => Backlog,

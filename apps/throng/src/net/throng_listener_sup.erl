@@ -1,6 +1,9 @@
 %% @doc Supervisor of one listener: the process that owns the listen socket,
 %% then one connection supervisor and one acceptor per configured acceptor
 %% (`rest_for_one': if the socket owner dies, everything after it restarts).
+%% A listener is a transport (a {@link throng_transport} module) and a
+%% protocol (the module whose `start_link(Ref)' starts a connection process
+%% that waits for `{throng_transport, Socket}'), as in ranch.
 %%
 %% ```
 %% throng_listener_sup (rest_for_one)
@@ -11,18 +14,18 @@
 -module(throng_listener_sup).
 -behaviour(supervisor).
 
--export([start_link/2, init/1]).
+-export([start_link/4, init/1]).
 
--spec start_link(pos_integer(), map()) -> {ok, pid()} | {error, term()}.
-start_link(Index, Opts) ->
-    supervisor:start_link(?MODULE, {Index, Opts}).
+-spec start_link(pos_integer(), map(), module(), module()) -> {ok, pid()} | {error, term()}.
+start_link(Index, Opts, Transport, Protocol) ->
+    supervisor:start_link(?MODULE, {Index, Opts, Transport, Protocol}).
 
--spec init({pos_integer(), map()}) ->
+-spec init({pos_integer(), map(), module(), module()}) ->
     {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
-init({Index, #{acceptors := N} = Opts}) ->
+init({Index, #{acceptors := N} = Opts, Transport, Protocol}) ->
     Ref = {listener, Index},
     Listener = #{id => listener,
-                 start => {throng_listener, start_link, [Ref, Opts]}},
+                 start => {throng_listener, start_link, [Ref, Opts, Transport, Protocol]}},
     Sups = [#{id => {conns_sup, I},
               start => {throng_conns_sup, start_link, [Ref, I]},
               type => supervisor, shutdown => infinity}

@@ -1,18 +1,20 @@
 %% @doc Supervisor of the configured listeners (one throng_listener_sup each).
 -module(throng_listeners_sup).
 -behaviour(supervisor).
--export([start_link/0, init/1, listeners/0]).
+-export([start_link/2, init/1, listeners/0]).
 
--spec start_link() -> {ok, pid()} | {error, term()}.
-start_link() ->
-    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+%% @doc Starts the configured listeners, each with a transport module and a
+%% protocol module (see throng_listener_sup).
+-spec start_link(module(), module()) -> {ok, pid()} | {error, term()}.
+start_link(Transport, Protocol) ->
+    supervisor:start_link({local, ?MODULE}, ?MODULE, {Transport, Protocol}).
 
--spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
-init([]) ->
+-spec init({module(), module()}) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
+init({Transport, Protocol}) ->
     Listeners = lists:zip(lists:seq(1, length(throng_config:get([listen]))),
                           throng_config:get([listen])),
     Children = [#{id => {listener, I},
-                  start => {throng_listener_sup, start_link, [I, Opts]},
+                  start => {throng_listener_sup, start_link, [I, Opts, Transport, Protocol]},
                   type => supervisor, shutdown => infinity}
                 || {I, Opts} <- Listeners],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

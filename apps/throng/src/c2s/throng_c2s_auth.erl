@@ -1,0 +1,110 @@
+%% @doc STARTTLS (RFC 6120 §5) and SASL (RFC 6120 §6) for a client
+%% connection: the glue between the stream and the pure SASL state machine
+%% ({@link throng_sasl}); failures from one address are answered ever later.
+-module(throng_c2s_auth).
+
+-include("throng.hrl").
+-include("throng_c2s.hrl").
+
+-export([mechanisms/0, starttls/1, sasl_start/2, sasl_step/2, sasl_failure/1]).
+
+%% The SASL mechanisms offered, in the configured order.
+-spec mechanisms() -> [binary()].
+mechanisms() ->
+    [atom_to_binary(M) || M <- throng_config:get([auth, mechanisms])].
+
+%%% STARTTLS (RFC 6120 §5)
+
+-spec starttls(data()) -> throng_c2s:element_result().
+starttls(D0) ->
+    D = throng_c2s_io:emit(["<proceed xmlns='", ?NS_TLS, "'/>"], D0),
+    case throng_c2s_io:flush(D) of
+        {ok, D1} ->
+            case throng_transport:upgrade(D1#d.sock, throng_transport_tls, [{certfile, throng_cert:certfile()}]) of
+                {ok, TLS} ->
+                    throng_metrics:incr(tls_established),
+                    {restart, wait_header,
+                     D1#d{sock = TLS, parser = throng_xml_stream:reset(D1#d.parser)}};
+                {error, Why} ->
+                    throng_metrics:incr(tls_failed),
+                    logger:warning(#{what => starttls_failed, reason => Why}),
+                    {stop, normal, D1}
+            end;
+        {error, _} ->
+            {stop, normal, D}
+    end.
+
+%%% SASL (RFC 6120 §6)
+
+-spec sasl_start(#xmlel{}, data()) -> throng_c2s:element_result().
+sasl_start(El, D) ->
+    Mech = throng_xml:attr(<<"mechanism">>, El, <<>>),
+    case lists:member(Mech, mechanisms()) of
+        false ->
+            {next, negotiating, throng_c2s_io:emit(sasl_failure('invalid-mechanism'), D)};
+        true ->
+            case sasl_data(El) of
+                {ok, Initial} ->
+                    sasl_result(throng_sasl:start(Mech, Initial, throng_auth:sasl_ctx(D#d.server)), D);
+                error ->
+                    {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D)}
+            end
+    end.
+
+-spec sasl_step(#xmlel{}, data()) -> throng_c2s:element_result().
+sasl_step(El, D) ->
+    case sasl_data(El) of
+        {ok, Resp} -> sasl_result(throng_sasl:step(D#d.sasl, Resp), D);
+        error -> {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D#d{sasl = undefined})}
+    end.
+
+sasl_data(El) ->
+    case throng_xml:cdata(El) of
+        <<>> -> {ok, <<>>};
+        <<"=">> -> {ok, <<>>};
+        B64 ->
+            try {ok, base64:decode(B64)}
+            catch _:_ -> error
+            end
+    end.
+
+sasl_result({continue, Challenge, St}, D) ->
+    {next, sasl, throng_c2s_io:emit(["<challenge xmlns='", ?NS_SASL, "'>", base64:encode(Challenge),
+                       "</challenge>"], D#d{sasl = St})};
+sasl_result({success, Extra, User}, D) ->
+    throng_metrics:incr(logins),
+    logger:info(#{what => authenticated, user => User, server => D#d.server, ip => D#d.ip}),
+    Success = case Extra of
+                  <<>> -> ["<success xmlns='", ?NS_SASL, "'/>"];
+                  _ -> ["<success xmlns='", ?NS_SASL, "'>", base64:encode(Extra), "</success>"]
+              end,
+    {restart, wait_header, throng_c2s_io:emit(Success, D#d{user = User, sasl = undefined,
+                                              parser = throng_xml_stream:reset(D#d.parser)})};
+sasl_result({error, Cond, User}, D) ->
+    throng_metrics:incr(auth_failures),
+    N = throng_tables:auth_failure(D#d.ip),
+    Failures = D#d.auth_failures + 1,
+    logger:notice(#{what => auth_failed, user => User, server => D#d.server,
+                    ip => D#d.ip, condition => Cond, failures_from_ip => N}),
+    D1 = D#d{sasl = undefined, auth_failures = Failures},
+    case Failures >= ?MAX_AUTH_FAILURES of
+        true ->
+            throng_c2s_io:stream_error('policy-violation', <<"too many authentication failures">>,
+                         throng_c2s_io:emit(sasl_failure(Cond), D1));
+        false ->
+            %% Repeated failures from one address are answered ever later
+            %% (the socket is not read meanwhile).
+            case failure_delay(N) of
+                0 -> {next, negotiating, throng_c2s_io:emit(sasl_failure(Cond), D1)};
+                Ms -> {next, negotiating, throng_c2s_io:pause(D1),
+                       [{{timeout, auth_delay}, Ms, sasl_failure(Cond)}]}
+            end
+    end.
+
+failure_delay(N) when N =< 1 -> 0;
+failure_delay(N) ->
+    min(throng_config:get([auth, max_failure_delay]), 100 bsl min(N - 2, 16)).
+
+-spec sasl_failure(atom()) -> iodata().
+sasl_failure(Cond) ->
+    ["<failure xmlns='", ?NS_SASL, "'><", atom_to_binary(Cond), "/></failure>"].

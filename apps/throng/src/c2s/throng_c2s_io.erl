@@ -1,0 +1,124 @@
+%% @doc The output side of a client connection and its socket discipline:
+%% output gathered during an event and written once, stream errors, the
+%% {active, N} re-arming, pauses, and the traffic shaper (a token bucket per
+%% connection: when it is empty the socket is not re-armed until it has
+%% refilled, so the client is slowed down by TCP flow control and nothing is
+%% dropped). Listener options of the connection are read here.
+-module(throng_c2s_io).
+
+-include("throng.hrl").
+-include("throng_c2s.hrl").
+
+-export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1]).
+
+-spec opts(throng_listener:ref()) -> throng_listener:info().
+opts(LRef) -> throng_listener:info(LRef).
+
+-spec lopt(throng_listener:ref(), atom()) -> term().
+lopt(LRef, Key) ->
+    #{opts := #{Key := V}} = opts(LRef),
+    V.
+
+-spec new_parser(throng_listener:ref()) -> throng_xml_stream:state().
+new_parser(LRef) ->
+    #{opts := #{max_stanza_size := Max, max_depth := Depth}} = opts(LRef),
+    throng_xml_stream:new(#{max_stanza_size => Max, max_depth => Depth, sizes => true}).
+
+-spec shaper_action(data()) -> [gen_statem:action()].
+shaper_action(#d{paused = true, tokens = T, lref = LRef}) when T < 0 ->
+    Rate = lopt(LRef, shaper_rate),
+    [{{timeout, shaper}, max(1, (-T * 1000) div Rate), resume}];
+shaper_action(_) ->
+    [].
+
+%% The socket runs in {active, N} mode: the driver delivers up to N reads as
+%% messages, then {tcp_passive, Port}, and the socket is re-armed. A pause
+%% (traffic shaper, authentication-failure delay) turns reading off until it
+%% ends; the client is then slowed down by TCP flow control.
+-spec activate(data()) -> ok | {error, term()}.
+activate(D) ->
+    throng_transport:activate(D#d.sock, lopt(D#d.lref, active_n)).
+
+-spec pause(data()) -> data().
+pause(#d{paused = true} = D) -> D;
+pause(#d{sock = undefined} = D) -> D#d{paused = true};
+pause(D) ->
+    _ = throng_transport:pause(D#d.sock),
+    D#d{paused = true}.
+
+-spec unpause(atom(), data()) -> data().
+unpause(_State, #d{paused = false} = D) -> D;
+unpause(State, #d{sock = Sock} = D) when Sock =:= undefined; State =:= resumable ->
+    D#d{paused = false};
+unpause(_State, D) ->
+    _ = activate(D),
+    D#d{paused = false}.
+
+%%% The traffic shaper: a token bucket per connection. When the bucket is
+%%% empty the socket is not re-armed until it has refilled: the client is
+%%% slowed down by TCP flow control and nothing is dropped.
+
+-spec shaper_burst(throng_listener:ref()) -> pos_integer().
+shaper_burst(LRef) -> lopt(LRef, shaper_burst).
+
+-spec shape(non_neg_integer(), data()) -> data().
+shape(Size, #d{lref = LRef, tokens = T0, tstamp = Last} = D) ->
+    case lopt(LRef, shaper_rate) of
+        infinity -> D;
+        Rate ->
+            Now = erlang:monotonic_time(millisecond),
+            T = min(shaper_burst(LRef), T0 + (Now - Last) * Rate div 1000) - Size,
+            case T < 0 of
+                true ->
+                    throng_metrics:incr(shaper_delays),
+                    pause(D#d{tokens = T, tstamp = Now});
+                false ->
+                    D#d{tokens = T, tstamp = Now}
+            end
+    end.
+
+-spec header_error(atom(), binary(), binary(), data()) -> {stop, normal, data()}.
+header_error(Cond, Text, Id, D) ->
+    Server = case D#d.server of
+                 <<>> -> hd(throng_config:get([hosts]));
+                 S -> S
+             end,
+    stream_error(Cond, Text, emit(throng_stream:header(Id, Server), D)).
+
+%%% Output
+
+-spec emit(iodata(), data()) -> data().
+emit(Bytes, #d{out = Out} = D) ->
+    D#d{out = [Out | Bytes]}.
+
+-spec flush(data()) -> {ok, data()} | {error, term()}.
+flush(#d{out = []} = D) ->
+    {ok, D};
+flush(#d{out = Out, sock = Sock} = D) ->
+    throng_metrics:add(bytes_out, iolist_size(Out)),
+    case throng_transport:send(Sock, Out) of
+        ok -> {ok, D#d{out = []}};
+        {error, _} = E -> E
+    end.
+
+-spec send_now(data(), iodata()) -> ok.
+send_now(#d{sock = undefined}, _Bytes) -> ok;
+send_now(D, Bytes) ->
+    case flush(emit(Bytes, D)) of
+        {ok, _} -> ok;
+        {error, _} -> ok
+    end.
+
+%% Sends a stream error and ends the connection (RFC 6120 §4.9).
+-spec stream_error(atom(), binary(), data()) -> {stop, normal, data()}.
+stream_error(Cond, Text, D) ->
+    throng_metrics:incr(stream_errors),
+    logger:info(#{what => stream_error, condition => Cond, text => Text, ip => D#d.ip,
+                  jid => jid_text(D)}),
+    _ = send_now(D, [throng_stream:error(Cond, Text), throng_stream:close()]),
+    {stop, normal, D#d{out = []}}.
+
+-spec jid_text(data()) -> binary() | undefined.
+jid_text(#d{jid = undefined, user = undefined}) -> undefined;
+jid_text(#d{jid = undefined, user = U, server = S}) -> <<U/binary, "@", S/binary>>;
+jid_text(#d{jid = J}) -> throng_jid:to_binary(J).

@@ -1,0 +1,141 @@
+%% @doc XEP-0198 stream management of a session: enable, acknowledgements,
+%% and resumption — the handover of a new connection's socket to the
+%% session that waited for it. The counters and the queue themselves are the
+%% pure {@link throng_stream_mgmt}.
+-module(throng_c2s_sm).
+
+-include("throng.hrl").
+-include("throng_c2s.hrl").
+
+-export([element/3, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
+
+%%% XEP-0198 stream management
+
+-spec element(binary(), #xmlel{}, data()) -> throng_c2s:element_result().
+element(<<"enable">>, El, #d{sm = undefined} = D) ->
+    case throng_config:get([stream_management, enabled]) of
+        false ->
+            {next, session, throng_c2s_io:emit(throng_stream_mgmt:failed_el('feature-not-implemented'), D)};
+        true ->
+            Timeout = throng_config:get([stream_management, resume_timeout]),
+            Resume = Timeout > 0 andalso
+                lists:member(throng_xml:attr(<<"resume">>, El), [<<"true">>, <<"1">>]),
+            SM = throng_stream_mgmt:new(Resume),
+            {next, session, throng_c2s_io:emit(throng_stream_mgmt:enabled_el(throng_stream_mgmt:id(SM), Resume,
+                                                               Timeout), D#d{sm = SM})}
+    end;
+element(<<"enable">>, _El, D) ->
+    {next, session, throng_c2s_io:emit(throng_stream_mgmt:failed_el('unexpected-request'), D)};
+element(<<"r">>, _El, #d{sm = SM} = D) when SM =/= undefined ->
+    {next, session, throng_c2s_io:emit(throng_stream_mgmt:a_el(throng_stream_mgmt:in_count(SM)), D)};
+element(<<"a">>, El, #d{sm = SM} = D) when SM =/= undefined ->
+    case string:to_integer(throng_xml:attr(<<"h">>, El, <<>>)) of
+        {H, <<>>} when is_integer(H), H >= 0 ->
+            case throng_stream_mgmt:ack(H, SM) of
+                {ok, SM1} -> {next, session, D#d{sm = SM1}};
+                {error, too_high} ->
+                    throng_c2s_io:stream_error('undefined-condition', <<"acknowledged more than was sent">>, D)
+            end;
+        _ ->
+            throng_c2s_io:stream_error('bad-format', <<"invalid h">>, D)
+    end;
+element(_Name, _El, #d{sm = undefined} = D) ->
+    throng_c2s_io:stream_error('unsupported-stanza-type', <<"stream management is not enabled">>, D);
+element(_Name, _El, D) ->
+    throng_c2s_io:stream_error('unsupported-stanza-type', <<"unexpected stream management element">>, D).
+
+-spec handled(data()) -> data().
+handled(#d{sm = undefined} = D) -> D;
+handled(#d{sm = SM} = D) -> D#d{sm = throng_stream_mgmt:handled(SM)}.
+
+-spec maybe_request(data()) -> data().
+maybe_request(#d{sm = SM} = D) ->
+    case throng_stream_mgmt:should_request(SM, throng_config:get([stream_management, ack_every])) of
+        true -> throng_c2s_io:emit(throng_stream_mgmt:r_el(), D#d{sm = throng_stream_mgmt:requested(SM)});
+        false -> D
+    end.
+
+%% A new connection asks to resume the session of previd.
+-spec resume(#xmlel{}, data()) -> throng_c2s:element_result().
+resume(El, D) ->
+    Fail = fun(Cond) -> {next, wait_bind, throng_c2s_io:emit(throng_stream_mgmt:failed_el(Cond), D)} end,
+    case {throng_stream_mgmt:parse_id(throng_xml:attr(<<"previd">>, El, <<>>)),
+          string:to_integer(throng_xml:attr(<<"h">>, El, <<>>))} of
+        {{ok, Pid}, {H, <<>>}} when is_integer(H), H >= 0, Pid =/= self() ->
+            Bare = #jid{user = D#d.user, server = D#d.server},
+            try gen_statem:call(Pid, {resume, Bare, H}, 5000) of
+                ok -> {handover, Pid, D};
+                {error, Cond} -> Fail(Cond)
+            catch exit:_ -> Fail('item-not-found')
+            end;
+        _ ->
+            Fail('item-not-found')
+    end.
+
+%% The old session agrees: give it the socket and the stream, and go.
+%% The socket stops reading first; what the driver had already delivered to
+%% this process goes along, in order.
+-spec handover(pid(), list(), data()) -> {stop, term(), data()}.
+handover(Pid, RestEvents, D) ->
+    {ok, D1} = throng_c2s_io:flush(D),
+    Sock = D1#d.sock,
+    _ = throng_transport:pause(Sock),
+    Pending = socket_messages(throng_transport:port(Sock), throng_transport:messages(Sock)),
+    case throng_transport:controlling_process(Sock, Pid) of
+        ok ->
+            Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents, Pending},
+            {stop, {shutdown, resumed_elsewhere}, D1#d{sock = undefined}};
+        {error, _} ->
+            {stop, normal, D1}
+    end.
+
+%% In the old session: check the request, acknowledge what the client says it
+%% received, then wait for the socket.
+-spec resume_request(gen_statem:from(), #jid{}, non_neg_integer(), atom(), data()) -> gen_statem:event_handler_result(atom()).
+resume_request(From, Bare, H, State, #d{sm = SM, jid = JID} = D) ->
+    Ok = State =:= resumable orelse State =:= session,
+    case Ok andalso SM =/= undefined andalso throng_stream_mgmt:resumable(SM)
+        andalso JID =/= undefined andalso throng_jid:bare(JID) =:= Bare of
+        false ->
+            {keep_state_and_data, [{reply, From, {error, 'item-not-found'}}]};
+        true ->
+            case throng_stream_mgmt:ack(H, SM) of
+                {ok, SM1} -> {keep_state, D#d{sm = SM1}, [{reply, From, ok}]};
+                {error, too_high} ->
+                    {keep_state_and_data, [{reply, From, {error, 'unexpected-request'}}]}
+            end
+    end.
+
+socket_messages(Port, {DataTag, Closed, Error, Passive} = Tags) ->
+    receive
+        {DataTag, Port, _} = M -> [M | socket_messages(Port, Tags)];
+        {Closed, Port} = M -> [M | socket_messages(Port, Tags)];
+        {Error, Port, _} = M -> [M | socket_messages(Port, Tags)];
+        {Passive, Port} -> socket_messages(Port, Tags)
+    after 0 -> []
+    end.
+
+-spec resumed(throng_transport:socket(), throng_xml_stream:state(), list(), list(), data()) ->
+    {resumed, list(), data()}.
+resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
+    throng_metrics:incr(sm_resumed),
+    Unacked = throng_stream_mgmt:unacked(SM),
+    throng_metrics:add(sm_redelivered, length(Unacked)),
+    %% What the old connection process had received is handled next, then
+    %% the socket reads again.
+    _ = [self() ! M || M <- Pending],
+    D1 = D0#d{sock = Sock, parser = Parser, paused = false},
+    _ = throng_c2s_io:activate(D1),
+    D2 = throng_c2s_io:emit(throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM),
+                                            throng_stream_mgmt:in_count(SM)), D1),
+    %% Re-send what was not acknowledged, in order (they stay queued until acked).
+    D3 = lists:foldl(fun(Item, Acc) -> throng_c2s_io:emit(item_bytes(Item, Acc), Acc) end, D2, Unacked),
+    logger:info(#{what => session_resumed, jid => throng_jid:to_binary(D0#d.jid),
+                  redelivered => length(Unacked)}),
+    {resumed, Rest, D3}.
+
+item_bytes({ext, Mod, Data}, D) -> element(2, Mod:item_bytes(Data, D#d.server));
+item_bytes({From, To, El}, _D) ->
+    throng_xml:to_iolist(throng_stanza:set_from_to(El, throng_jid:to_binary(From),
+                                                   throng_jid:to_binary(To)));
+item_bytes(none, _D) -> [].

@@ -1,0 +1,235 @@
+%% @doc Stanzas of a bound session: those from the client (RFC 6120 §8,
+%% RFC 6121: 'from' checks, presence, IQs to the server or the user's own
+%% account, routing) and those routed to it (delivery, batching, XEP-0198
+%% queueing), with the hooks extension modules see them through; and, when
+%% the session ends, re-routing of everything it was given but did not
+%% deliver.
+-module(throng_c2s_stanza).
+
+-include("throng.hrl").
+-include("throng_c2s.hrl").
+
+-export([stanza/2, deliver/5, routed_batch/3, send_stanza/3, reroute/2, drain_mailbox/1]).
+
+%%% Stanzas from the client (RFC 6120 §8, RFC 6121)
+
+-spec stanza(#xmlel{}, data()) -> throng_c2s:element_result().
+stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"presence">>;
+                                         Name =:= <<"iq">> ->
+    throng_metrics:stanza_in(Name),
+    D1 = throng_c2s_sm:handled(D),
+    #d{jid = JID} = D1,
+    case check_from(El, JID) of
+        false ->
+            throng_c2s_io:stream_error('invalid-from', <<"from does not match the session">>, D1);
+        true ->
+            case throng_xml:attr(<<"to">>, El) of
+                undefined -> no_to(El, JID, D1);
+                ToBin ->
+                    case throng_jid:parse(ToBin) of
+                        {ok, To} -> to(El, JID, To, D1);
+                        error -> reply(throng_stanza:error_reply(El, 'jid-malformed'), D1)
+                    end
+            end
+    end;
+stanza(_El, D) ->
+    throng_c2s_io:stream_error('unsupported-stanza-type', <<"not a stanza">>, D).
+
+check_from(El, #jid{} = JID) ->
+    case throng_xml:attr(<<"from">>, El) of
+        undefined -> true;
+        From ->
+            case throng_jid:parse(From) of
+                {ok, JID} -> true;
+                {ok, #jid{resource = <<>>} = J} -> J =:= throng_jid:bare(JID);
+                _ -> false
+            end
+    end.
+
+no_to(#xmlel{name = <<"presence">>} = El, JID, D) ->
+    presence_broadcast(El, JID, D);
+no_to(#xmlel{name = <<"iq">>} = El, JID, D) ->
+    local_iq(El, JID, throng_jid:bare(JID), D);
+no_to(El, JID, D) ->
+    to(El, JID, throng_jid:bare(JID), D).
+
+to(#xmlel{name = <<"iq">>} = El, #jid{user = U, server = S} = JID,
+   #jid{server = S, resource = <<>>} = To, D)
+  when To#jid.user =:= <<>>; To#jid.user =:= U ->
+    local_iq(El, JID, To, D);
+to(#xmlel{name = <<"presence">>} = El, JID, To, D) ->
+    presence_to(El, JID, To, D);
+to(El, JID, To, D) ->
+    throng_router:route(JID, To, strip(El)),
+    {next, session, D}.
+
+strip(El) -> throng_stanza:strip_from_to(El).
+
+%% IQs to the server or to the user's own account.
+local_iq(El, JID, To, D) ->
+    case throng_xml:subel(El, <<"query">>, ?NS_ROSTER) of
+        #xmlel{} ->
+            {Reply, Requested} = throng_roster:process_iq(JID, set_from_to(El, JID, To)),
+            D1 = D#d{roster = D#d.roster orelse Requested =:= requested},
+            %% A roster set pushes to every interested resource; this one gets
+            %% its push before the result, as in RFC 6121 §2.3.2.
+            reply(Reply, own_pushes(D1));
+        undefined ->
+            case throng_iq:process(JID, To, set_from_to(El, JID, To)) of
+                noreply -> {next, session, D};
+                Reply -> reply(Reply, D)
+            end
+    end.
+
+own_pushes(D) ->
+    receive
+        {roster_push, Item, Ver} when D#d.roster ->
+            own_pushes(send_stanza(session, throng_roster:push_el(D#d.server, Item, Ver), D))
+    after 0 ->
+            D
+    end.
+
+set_from_to(El, From, To) ->
+    throng_stanza:set_from_to(El, throng_jid:to_binary(From), throng_jid:to_binary(To)).
+
+reply(El, D) ->
+    {next, session, send_stanza(session, El, D)}.
+
+%%% Presence from the client
+
+presence_broadcast(El, JID, D) ->
+    P = strip(El),
+    case throng_stanza:type(El) of
+        <<>> ->
+            Prio = throng_presence:priority(El),
+            throng_sm:set_presence(JID, Prio, throng_stanza:copy(P)),
+            case D#d.prio of
+                undefined -> initial_presence(P, JID, D#d{prio = Prio});
+                _ -> throng_presence:update(JID, P), {next, session, D#d{prio = Prio}}
+            end;
+        <<"unavailable">> ->
+            throng_sm:set_presence(JID, undefined, undefined),
+            case D#d.prio of
+                undefined -> ok;
+                _ -> throng_presence:unavailable(JID, P, D#d.directed)
+            end,
+            {next, session, D#d{prio = undefined, directed = []}};
+        <<"error">> ->
+            {next, session, D};
+        _ ->
+            reply(throng_stanza:error_reply(El, 'bad-request'), D)
+    end.
+
+%% Initial presence: broadcast it, receive the contacts' presence, pending
+%% subscription requests, then offline messages if the priority allows.
+initial_presence(P, JID, D) ->
+    Incoming = throng_presence:initial(JID, P),
+    D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, From, JID, El, Acc) end,
+                     D, Incoming),
+    %% Modules add what the new resource gets after the presence of its
+    %% contacts (stored offline messages).
+    {_, Items} = throng_hooks:run(initial_presence, JID#jid.server, [],
+                                  #{jid => JID, priority => D1#d.prio}),
+    D2 = lists:foldl(fun({ext, Mod, Data} = Item, Acc) ->
+                             {Kind, Bytes} = Mod:item_bytes(Data, Acc#d.server),
+                             output(Kind, Item, Bytes, Acc)
+                     end, D1, Items),
+    {next, session, D2}.
+
+presence_to(El, JID, To, D) ->
+    case throng_stanza:type(El) of
+        T when T =:= <<"subscribe">>; T =:= <<"subscribed">>;
+               T =:= <<"unsubscribe">>; T =:= <<"unsubscribed">> ->
+            throng_roster:outbound(JID, To, El),
+            {next, session, D};
+        T when T =:= <<>>; T =:= <<"unavailable">> ->
+            throng_router:route(JID, To, strip(El)),
+            Directed = lists:delete(To, D#d.directed),
+            {next, session, D#d{directed = case T of
+                                               <<>> -> [To | Directed];
+                                               _ -> Directed
+                                           end}};
+        <<"probe">> ->
+            {next, session, D};
+        <<"error">> ->
+            throng_router:route(JID, To, strip(El)),
+            {next, session, D};
+        _ ->
+            reply(throng_stanza:error_reply(El, 'bad-request'), D)
+    end.
+
+%%% Stanzas routed to this session
+
+-spec deliver(atom(), #jid{}, #jid{}, #xmlel{}, data()) -> data().
+deliver(State, From, To, El, D) ->
+    send_routed(State, From, To, El, D).
+
+send_routed(State, From, To, El0, #d{jid = JID} = D) ->
+    %% Modules see every stanza before it is written, and may change it or
+    %% keep it from the client.
+    case throng_hooks:run(stanza_to_session, D#d.server, El0,
+                          #{from => From, to => To, jid => JID}) of
+        {stop, _} ->
+            D;
+        {ok, El} ->
+            case State of
+                resumable -> queue_only({From, To, El}, D);
+                _ ->
+                    Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From),
+                                                    throng_jid:to_binary(To)),
+                    output(throng_stanza:kind(El), {From, To, El}, throng_xml:to_iolist(Out), D)
+            end
+    end.
+
+%% Routed stanzas already in the mailbox go out in the same write.
+-spec routed_batch(atom(), data(), non_neg_integer()) -> data().
+routed_batch(_State, D, 0) ->
+    D;
+routed_batch(State, D, N) ->
+    receive
+        {route, From, To, El} -> routed_batch(State, deliver(State, From, To, El, D), N - 1)
+    after 0 ->
+            D
+    end.
+
+-spec send_stanza(atom(), #xmlel{}, data()) -> data().
+send_stanza(State, El, D) ->
+    case State of
+        resumable -> D;
+        _ -> output(throng_stanza:kind(El), none, throng_xml:to_iolist(El), D)
+    end.
+
+%% A stanza to the client: counted, queued for XEP-0198 if enabled.
+output(Kind, _Item, Bytes, #d{sm = undefined} = D) ->
+    throng_metrics:stanza_out(Kind, Bytes),
+    throng_c2s_io:emit(Bytes, D);
+output(Kind, Item, Bytes, #d{sm = SM} = D) ->
+    throng_metrics:stanza_out(Kind, Bytes),
+    D1 = throng_c2s_io:emit(Bytes, D#d{sm = throng_stream_mgmt:sent(Item, SM)}),
+    throng_c2s_sm:maybe_request(D1).
+
+queue_only(Item, #d{sm = SM} = D) ->
+    D1 = D#d{sm = throng_stream_mgmt:sent(Item, SM)},
+    case throng_stream_mgmt:pending(D1#d.sm) > throng_config:get([stream_management, max_unacked]) of
+        true -> self() ! resume_overflow, D1;
+        false -> D1
+    end.
+
+-spec drain_mailbox(#jid{}) -> ok.
+drain_mailbox(JID) ->
+    receive
+        {route, From, To, El} -> reroute({From, To, El}, JID), drain_mailbox(JID)
+    after 0 -> ok
+    end.
+
+-spec reroute(throng_session:item(), #jid{}) -> ok.
+reroute(none, _JID) -> ok;
+reroute({ext, Mod, Data}, JID) -> Mod:item_reroute(Data, JID);
+reroute({From, To, #xmlel{name = <<"message">>} = El}, _JID) -> throng_router:route(From, To, El);
+reroute({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
+    case throng_stanza:type(El) of
+        T when T =:= <<"get">>; T =:= <<"set">> ->
+            throng_router:bounce(From, To, El, 'service-unavailable');
+        _ -> ok
+    end;
+reroute({_From, _To, _Presence}, _JID) -> ok.

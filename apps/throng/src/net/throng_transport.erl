@@ -1,0 +1,94 @@
+%% @doc The transport behaviour, and the one API through which the rest of
+%% the server uses a connection's socket (ranch's transport, in Throng's
+%% size). A socket is `{Module, Port, State}': the transport module, the
+%% port whose messages the owner receives, and the module's own state
+%% (`undefined' for plain TCP, the TLS session after an upgrade). Nothing
+%% outside a transport module looks inside it.
+%%
+%% Data arrives as messages tagged by `messages/0' of the socket's module
+%% ({Data, Closed, Error, Passive}), always from Port, in `{active, N}'
+%% mode; the owner passes the bytes through {@link decode/2} (a TLS
+%% transport decrypts there). A WebSocket transport would implement the
+%% same callbacks.
+-module(throng_transport).
+
+-export([listen/3, accept/2, messages/1, send/2, setopts/2, activate/2, pause/1,
+         controlling_process/2, peername/1, peer_ip/1, close/1, upgrade/3, decode/2,
+         port/1, is_tls/1]).
+
+-type socket() :: {module(), port(), term()}.
+-type message_tags() :: {Data :: atom(), Closed :: atom(), Error :: atom(), Passive :: atom()}.
+-export_type([socket/0, message_tags/0]).
+
+-callback listen(inet:port_number(), [gen_tcp:listen_option()]) ->
+    {ok, port()} | {error, term()}.
+-callback accept(port()) -> {ok, socket()} | {error, term()}.
+-callback messages() -> message_tags().
+-callback send(socket(), iodata()) -> ok | {error, term()}.
+-callback setopts(socket(), [gen_tcp:option()]) -> ok | {error, term()}.
+-callback controlling_process(socket(), pid()) -> ok | {error, term()}.
+-callback peername(socket()) -> {ok, {inet:ip_address(), inet:port_number()}} | {error, term()}.
+-callback close(socket()) -> ok.
+%% Upgrade to another transport on the same connection (STARTTLS): the
+%% server side of the handshake runs as data arrives through decode/2.
+-callback upgrade(socket(), Into :: module(), Opts :: list()) -> {ok, socket()} | {error, term()}.
+-callback decode(socket(), binary()) -> {ok, binary()} | {error, term()}.
+
+%% @doc Opens a listen socket with a transport module.
+-spec listen(module(), inet:port_number(), [gen_tcp:listen_option()]) ->
+    {ok, port()} | {error, term()}.
+listen(Mod, Port, Opts) -> Mod:listen(Port, Opts).
+
+%% @doc Accepts a connection on a listen socket of a transport module.
+-spec accept(module(), port()) -> {ok, socket()} | {error, term()}.
+accept(Mod, LSock) -> Mod:accept(LSock).
+
+-spec messages(socket()) -> message_tags().
+messages({Mod, _, _}) -> Mod:messages().
+
+-spec send(socket(), iodata()) -> ok | {error, term()}.
+send({Mod, _, _} = S, Data) -> Mod:send(S, Data).
+
+-spec setopts(socket(), [gen_tcp:option()]) -> ok | {error, term()}.
+setopts({Mod, _, _} = S, Opts) -> Mod:setopts(S, Opts).
+
+%% @doc Lets the socket deliver the next N reads as messages ({active, N});
+%% after them it sends the passive message and waits to be re-armed.
+-spec activate(socket(), pos_integer()) -> ok | {error, term()}.
+activate(S, N) -> setopts(S, [{active, N}]).
+
+%% @doc Stops reading (until {@link activate/2}); TCP flow control then
+%% slows the peer down.
+-spec pause(socket()) -> ok | {error, term()}.
+pause(S) -> setopts(S, [{active, false}]).
+
+-spec controlling_process(socket(), pid()) -> ok | {error, term()}.
+controlling_process({Mod, _, _} = S, Pid) -> Mod:controlling_process(S, Pid).
+
+-spec peername(socket()) -> {ok, {inet:ip_address(), inet:port_number()}} | {error, term()}.
+peername({Mod, _, _} = S) -> Mod:peername(S).
+
+%% @doc The peer's address, or undefined if the socket is gone.
+-spec peer_ip(socket()) -> inet:ip_address() | undefined.
+peer_ip(S) ->
+    case peername(S) of
+        {ok, {IP, _}} -> IP;
+        {error, _} -> undefined
+    end.
+
+-spec close(socket()) -> ok.
+close({Mod, _, _} = S) -> Mod:close(S).
+
+-spec upgrade(socket(), module(), list()) -> {ok, socket()} | {error, term()}.
+upgrade({Mod, _, _} = S, Into, Opts) -> Mod:upgrade(S, Into, Opts).
+
+%% @doc Turns bytes read from the socket into application data.
+-spec decode(socket(), binary()) -> {ok, binary()} | {error, term()}.
+decode({Mod, _, _} = S, Data) -> Mod:decode(S, Data).
+
+%% @doc The port whose messages carry this socket's data.
+-spec port(socket()) -> port().
+port({_, Port, _}) -> Port.
+
+-spec is_tls(socket()) -> boolean().
+is_tls({Mod, _, _}) -> Mod =:= throng_transport_tls.
