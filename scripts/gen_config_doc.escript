@@ -51,16 +51,35 @@ section(Title, Prefix, Spec) ->
 
 nested(#{type := {section, _}}) -> true;
 nested(#{type := {list_of, _}}) -> true;
+nested(#{type := modules}) -> true;
 nested(_) -> false.
 
 sub(Prefix, K, #{type := {section, S}, doc := Doc}) ->
     Name = Prefix ++ atom_to_list(K),
     ["### `", Name, "`\n\n", Doc, "\n\n",
      tl(tl(tl(section("", Name ++ ".", S))))];
+sub(Prefix, K, #{type := modules, doc := Doc} = O) ->
+    Name = Prefix ++ atom_to_list(K),
+    Defaults = lists:sort(maps:keys(maps:get(default, O, #{}))),
+    ["### `", Name, "`\n\n", Doc, "\n\n",
+     case Defaults of
+         [] -> [];
+         _ -> ["Enabled when the key is absent: ",
+               lists:join(", ", [["`", atom_to_list(D), "`"] || D <- Defaults]), ".\n\n"]
+     end,
+     [module_doc(Name, M, Mod) || {M, Mod} <- throng_config_spec:modules(), Prefix =:= ""]];
 sub(Prefix, K, #{type := {list_of, S}, doc := Doc}) ->
     Name = Prefix ++ atom_to_list(K),
     ["### `", Name, "` (a list)\n\n", Doc, "\n\n",
      tl(tl(tl(section("", Name ++ "[].", S))))].
+
+module_doc(Name, M, Mod) ->
+    Opts = Mod:options(),
+    ["#### `", Name, ".", atom_to_list(M), "` (", atom_to_list(Mod), ")\n\n",
+     case maps:size(Opts) of
+         0 -> "No options.\n\n";
+         _ -> tl(tl(tl(section("", Name ++ "." ++ atom_to_list(M) ++ ".", Opts))))
+     end].
 
 row(Prefix, K, #{type := T, doc := Doc} = O) ->
     ["| `", Prefix, atom_to_list(K), "` | ", type(T), " | ",

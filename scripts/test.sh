@@ -23,6 +23,8 @@ step "Common Test suites"
 rebar3 ct
 step "xref"
 rebar3 xref
+step "layer rule: who may call whom (docs/architecture.md), no call cycles"
+scripts/check_layers.escript
 step "dialyzer"
 rebar3 dialyzer
 step "configuration reference is in sync with the option table"
