@@ -37,13 +37,18 @@
 -export([callback_mode/0, handle_event/4, terminate/3, code_change/4]).
 
 %% What an element handler returns: {next, State, D}, with gen_statem
-%% actions, {restart, State, D} (a stream restart: drop the rest of the
-%% data), {handover, Pid, D} (a resumed session takes the connection), or a
-%% stop.
+%% actions, {restart, State, D} (a stream restart: the elements already
+%% parsed from the old stream are dropped), {handover, Pid, D} (a resumed
+%% session takes the connection, with the elements that follow), or a stop.
 -type element_result() :: {next, atom(), data()} | {next, atom(), data(), [gen_statem:action()]}
                         | {restart, atom(), data()} | {handover, pid(), data()}
                         | {stop, term(), data()}.
 -export_type([element_result/0]).
+
+%% A state is where the stream is (see the module doc); {handover, Pid,
+%% Elements} only between a successful <resume/> and the end of the data it
+%% came in, while the elements that follow it are gathered for Pid.
+-type state() :: atom() | {handover, pid(), list()}.
 
 %%% Start
 
@@ -75,8 +80,8 @@ callback_mode() -> handle_event_function.
 
 %%% Events
 
--spec handle_event(gen_statem:event_type(), term(), atom(), #d{}) ->
-    gen_statem:event_handler_result(atom()).
+-spec handle_event(gen_statem:event_type(), term(), state(), #d{}) ->
+    gen_statem:event_handler_result(state()).
 handle_event(info, {'EXIT', Port, _}, _State, _D) when is_port(Port) ->
     %% The socket's port is linked to its owner; its end comes as a message.
     keep_state_and_data;
@@ -94,7 +99,15 @@ handle_event(info, {replaced, _By}, _State, D) ->
 handle_event(info, {kick, Reason}, _State, D) ->
     throng_c2s_io:stream_error('policy-violation', Reason, D);
 handle_event(info, {throng_session, ext, Mod, Msg}, session, D) ->
-    ext_actions(Mod, Mod:session_info(Msg, #{jid => D#d.jid, last_in => D#d.last_in}), D);
+    try Mod:session_info(Msg, #{jid => D#d.jid, last_in => D#d.last_in}) of
+        Actions -> ext_actions(Mod, Actions, D)
+    catch
+        %% One module's bug does not end the session.
+        Class:Reason:Stack ->
+            logger:error(#{what => session_info_crashed, module => Mod, class => Class,
+                           reason => Reason, stacktrace => Stack}),
+            keep_state_and_data
+    end;
 handle_event(info, {throng_session, ext, _Mod, _Msg}, resumable, _D) ->
     %% Handled once the session is resumed (or dropped with it).
     {keep_state_and_data, [postpone]};
@@ -117,12 +130,24 @@ handle_event({call, From}, {resume, Bare, H}, State, D) ->
     throng_c2s_sm:resume_request(From, Bare, H, State, D);
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
-    events(Rest, session, D1, []);
+    {next_state, session, D1, element_events(Rest, D1)};
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D) ->
     %% Resumed while the old connection still looked alive: drop it.
     throng_transport:close(D#d.sock),
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
-    events(Rest, session, D1, []);
+    {keep_state, D1, element_events(Rest, D1)};
+handle_event(internal, {xml, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
+    element_event(Ev, State, D);
+handle_event(internal, {xml, _OldEpoch, _Ev}, State, _D) when is_atom(State) ->
+    %% Parsed before a stream restart (STARTTLS, SASL success): a client
+    %% must wait for the server before it goes on, so this is dropped.
+    keep_state_and_data;
+handle_event(internal, {xml, _Epoch, Ev}, {handover, Pid, Rest}, D) ->
+    {next_state, {handover, Pid, [Ev | Rest]}, D};
+handle_event(internal, flush, {handover, Pid, Rest}, D) ->
+    throng_c2s_sm:handover(Pid, lists:reverse(Rest), D);
+handle_event(internal, flush, State, D) ->
+    done(State, D);
 handle_event(_Type, Msg, State, _D) ->
     logger:debug(#{what => unexpected_event, state => State, msg => Msg}),
     keep_state_and_data.
@@ -138,7 +163,7 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
         {DataTag, _, Bin} ->
             case throng_transport:decode(Sock, Bin) of
                 {ok, Data} ->
-                    data(Data, State, D);
+                    data(Data, D);
                 {error, Why} ->
                     logger:info(#{what => tls_error, reason => Why, ip => D#d.ip}),
                     {stop, normal, D}
@@ -158,46 +183,44 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
     end.
 
 %% Data from the client: shape, parse, handle every element, write, re-arm.
-data(Data, State, D0) ->
+data(Data, D0) ->
     Size = byte_size(Data),
     throng_metrics:add(bytes_in, Size),
     D1 = throng_c2s_io:shape(Size, D0#d{last_in = erlang:monotonic_time(second)}),
     {Events, Parser} = throng_xml_stream:parse(D1#d.parser, Data),
-    events(Events, State, D1#d{parser = Parser}, []).
+    D2 = D1#d{parser = Parser},
+    {keep_state, D2, element_events(Events, D2)}.
 
-%% Handles parsed elements in order. An element handler returns
-%% {next, State, D} or {next, State, D, Actions}; {restart, State, D} drops
-%% the rest (a stream restart); {handover, Pid, D} passes the connection to
-%% a resumed session; {stop, ...} ends the connection.
-events([], State, D, Actions) ->
-    done(State, D, Actions);
-events([Ev | Rest], State, D, Actions) ->
+%% Parsed elements become state machine events, handled in order, each by
+%% the handler of the state the previous one left; a last `flush' event
+%% writes what they gathered in one write.
+element_events(Events, #d{epoch = Epoch}) ->
+    [{next_event, internal, {xml, Epoch, Ev}} || Ev <- Events] ++ [{next_event, internal, flush}].
+
+element_event(Ev, State, D) ->
     case xml(Ev, State, D) of
-        {next, NewState, D1} -> events(Rest, NewState, D1, Actions);
-        {next, NewState, D1, More} -> events(Rest, NewState, D1, Actions ++ More);
-        {restart, NewState, D1} -> done(NewState, D1, Actions);
-        {handover, Pid, D1} -> throng_c2s_sm:handover(Pid, Rest, D1);
+        {next, NewState, D1} -> {next_state, NewState, D1};
+        {next, NewState, D1, Actions} -> {next_state, NewState, D1, Actions};
+        {restart, NewState, D1} -> {next_state, NewState, D1#d{epoch = D1#d.epoch + 1}};
+        {handover, Pid, D1} -> {next_state, {handover, Pid, []}, D1};
         {stop, _, _} = Stop -> Stop
     end.
 
-done(State, D) ->
-    done(State, D, []).
-
 %% The end of every event: write what was gathered.
-done(session, #d{sm = SM} = D, Actions) when SM =/= undefined ->
+done(session, #d{sm = SM} = D) when SM =/= undefined ->
     %% A client that never acknowledges would make the queue grow forever.
     case throng_stream_mgmt:pending(SM) > throng_config:get([stream_management, max_unacked]) of
         true -> throng_c2s_io:stream_error('policy-violation', <<"too many unacknowledged stanzas">>, D);
-        false -> send_out(session, D, Actions)
+        false -> send_out(session, D)
     end;
-done(State, D, Actions) ->
-    send_out(State, D, Actions).
+done(State, D) ->
+    send_out(State, D).
 
-send_out(State, D0, Actions) ->
+send_out(State, D0) ->
     throng_metrics:check_queue(),
     case throng_c2s_io:flush(D0) of
         {ok, D} ->
-            {next_state, State, D, Actions ++ throng_c2s_io:shaper_action(D)};
+            {next_state, State, D, throng_c2s_io:shaper_action(D)};
         {error, _} ->
             closed(State, D0#d{out = []})
     end.

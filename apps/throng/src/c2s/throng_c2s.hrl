@@ -22,7 +22,9 @@
             last_in = 0 :: integer(),              %% seconds: last data from the client
             sm :: undefined | throng_stream_mgmt:state(),
             out = [] :: iolist(),                  %% pending output, reversed
-            paused = false :: boolean()}).         %% socket not re-armed on purpose
+            paused = false :: boolean(),           %% socket not re-armed on purpose
+            epoch = 0 :: non_neg_integer()}).      %% stream restarts so far: parsed
+                                                   %% elements of an older stream are dropped
 
 -define(MAX_AUTH_FAILURES, 5).
 -define(ROUTE_BATCH, 64).

@@ -76,8 +76,17 @@ resume(El, D) ->
 %% The socket stops reading first; what the driver had already delivered to
 %% this process goes along, in order.
 -spec handover(pid(), list(), data()) -> {stop, term(), data()}.
-handover(Pid, RestEvents, D) ->
-    {ok, D1} = throng_c2s_io:flush(D),
+handover(Pid, RestEvents, D0) ->
+    case throng_c2s_io:flush(D0) of
+        {ok, D} -> give_socket(Pid, RestEvents, D);
+        {error, _} ->
+            %% The new connection died before it could hand itself over: the
+            %% old session stays resumable until its timeout, as if this
+            %% connection had never come.
+            {stop, normal, D0#d{out = []}}
+    end.
+
+give_socket(Pid, RestEvents, D1) ->
     Sock = D1#d.sock,
     _ = throng_transport:pause(Sock),
     Pending = socket_messages(throng_transport:port(Sock), throng_transport:messages(Sock)),

@@ -24,16 +24,25 @@ stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"pre
             throng_c2s_io:stream_error('invalid-from', <<"from does not match the session">>, D1);
         true ->
             case throng_xml:attr(<<"to">>, El) of
-                undefined -> no_to(El, JID, D1);
+                undefined -> from_session(El, JID, throng_jid:bare(JID), true, D1);
                 ToBin ->
                     case throng_jid:parse(ToBin) of
-                        {ok, To} -> to(El, JID, To, D1);
+                        {ok, To} -> from_session(El, JID, To, false, D1);
                         error -> reply(throng_stanza:error_reply(El, 'jid-malformed'), D1)
                     end
             end
     end;
 stanza(_El, D) ->
     throng_c2s_io:stream_error('unsupported-stanza-type', <<"not a stanza">>, D).
+
+%% Modules see every stanza from the client first (a stanza with no 'to' is
+%% addressed to the user's bare JID), and may consume or change it.
+from_session(El0, JID, To, NoTo, D) ->
+    case throng_hooks:run(stanza_from_session, D#d.server, El0, #{from => JID, to => To}) of
+        {stop, _} -> {next, session, D};
+        {ok, El} when NoTo -> no_to(El, JID, D);
+        {ok, El} -> to(El, JID, To, D)
+    end.
 
 check_from(El, #jid{} = JID) ->
     case throng_xml:attr(<<"from">>, El) of

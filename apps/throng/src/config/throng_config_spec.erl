@@ -119,8 +119,9 @@ moved() ->
 host_config_spec() ->
     #{host => #{type => domain,
                 doc => "The host (one of `hosts`)."},
-      modules => #{type => modules, default => default_modules(),
-                   doc => "The modules of this host, as the top-level `modules`."}}.
+      modules => #{type => modules,
+                   doc => "The modules of this host (required), as the top-level `modules`: "
+                          "these replace the top-level set for this host."}}.
 
 listener_spec() ->
     #{port => #{type => {int, 0, 65535}, default => 5222,

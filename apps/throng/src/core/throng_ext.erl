@@ -111,8 +111,7 @@ start_each(Host, [M | Rest], Opts, Started) ->
     end.
 
 registry(Host, Enabled, Opts) ->
-    Iq = maps:from_list([{{Scope, NS}, {M, Fun}} || M <- Enabled,
-                                                   {Scope, NS, Fun} <- M:iq_handlers()]),
+    Iq = maps:from_list(iq_handlers(Enabled)),
     #{modules => Opts,
       iq => Iq,
       features => lists:usort([?NS_ROSTER | optional(Enabled, disco_features, [Host])]),
@@ -120,6 +119,17 @@ registry(Host, Enabled, Opts) ->
       stream_features => maps:from_list(
                            [{Stage, optional(Enabled, stream_features, [Stage, Host], iodata)}
                             || Stage <- [pre_auth, authenticated]])}.
+
+%% Two modules answering the same namespace is a configuration error.
+iq_handlers(Enabled) ->
+    All = [{{Scope, NS}, {M, Fun}} || M <- Enabled, {Scope, NS, Fun} <- M:iq_handlers()],
+    case [{K, M1, M2} || {K, {M1, _}} <- All, {K2, {M2, _}} <- All, K =:= K2, M1 < M2] of
+        [] -> All;
+        [{{Scope, NS}, M1, M2} | _] ->
+            throw({conflict, lists:flatten(io_lib:format("modules ~s and ~s both answer ~ts IQs "
+                                                         "(~s scope): enable one",
+                                                         [M1, M2, NS, Scope]))})
+    end.
 
 optional(Mods, Fun, Args) ->
     lists:append([apply(M, Fun, Args) || M <- Mods,
