@@ -121,6 +121,15 @@ unknown_event_refused_test() ->
                                           {no_such_event, 1, ?MODULE, b}])),
     ?assertEqual([], order(H)).
 
+%% A refused install leaves the handlers the host had before in place.
+refused_install_keeps_previous_test() ->
+    H = with([{?E, 1, a}]),
+    ?assertError({unknown_hook, no_such_event, ?MODULE},
+                 throng_hooks:install(H, [{?E, 1, ?MODULE, b},
+                                          {no_such_event, 1, ?MODULE, c}])),
+    ?assertEqual({ok, [a]}, run(H)),
+    throng_hooks:uninstall(H).
+
 %% install/2 replaces every handler of the host, of every event.
 install_replaces_test() ->
     H = with([{?E, 1, a}, {session_opened, 1, tell}]),
