@@ -26,12 +26,13 @@ all() ->
      session_opened_and_closed, user_registered_and_removed, roster_item_changed,
      initial_presence_adds_items, unacked_item_rerouted,
      session_info_send, session_info_stop, session_info_timer,
-     crashing_iq_handler, start_failure_names_module,
+     crashing_iq_handler, start_failure_names_module, start_runs_when_not_loaded,
      only_disco_configured, host_config_module_sets].
 
 %% Cases that install the test module themselves, or need another config.
 -define(NOT_INSTALLED, [iq_only_when_enabled, disco_only_when_enabled,
-                        stream_feature_only_when_enabled, start_failure_names_module]).
+                        stream_feature_only_when_enabled, start_failure_names_module,
+                        start_runs_when_not_loaded]).
 
 init_per_testcase(only_disco_configured, Config) ->
     start_exact(Config, #{disco => #{}}),
@@ -437,6 +438,20 @@ start_failure_names_module(_) ->
     ?assertNot(throng_ext:is_enabled(?HOST, ?X)),
     A = login(<<"alice">>),
     ?assertEqual({error, <<"service-unavailable">>}, answered(ask(A, ?X:ns(), ?HOST))).
+
+%% start/2 runs, with the module's options, even when the module's code was
+%% not loaded before start_host/2 (interactive code loading); stop_host/1
+%% runs stop/1.
+start_runs_when_not_loaded(_) ->
+    observe(),
+    _ = code:purge(?X),
+    true = code:delete(?X),
+    _ = code:purge(?X),
+    false = code:is_loaded(?X),
+    ok = throng_ext:start_host(?HOST, (throng_config:modules(?HOST))#{?X => #{}}),
+    ?assertEqual({self(), #{host => ?HOST, opts => #{}}}, hook(start)),
+    ok = throng_ext:stop_host(?HOST),
+    ?assertEqual({self(), #{host => ?HOST}}, hook(stop)).
 
 %%% Which modules a configuration enables
 

@@ -97,6 +97,8 @@ start_host(Host, Mods) ->
 start_each(_Host, [], _Opts, _Started) ->
     ok;
 start_each(Host, [M | Rest], Opts, Started) ->
+    %% function_exported/3 is false for a module not loaded yet.
+    _ = code:ensure_loaded(M),
     Result = case erlang:function_exported(M, start, 2) of
                  true -> try M:start(Host, maps:get(M, Opts))
                          catch C:R -> {error, {C, R}}
