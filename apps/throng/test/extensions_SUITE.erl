@@ -27,12 +27,12 @@ all() ->
      initial_presence_adds_items, unacked_item_rerouted,
      session_info_send, session_info_stop, session_info_timer,
      crashing_iq_handler, start_failure_names_module, start_runs_when_not_loaded,
-     only_disco_configured, host_config_module_sets].
+     only_disco_configured, host_config_module_sets, docs_worked_example].
 
 %% Cases that install the test module themselves, or need another config.
 -define(NOT_INSTALLED, [iq_only_when_enabled, disco_only_when_enabled,
                         stream_feature_only_when_enabled, start_failure_names_module,
-                        start_runs_when_not_loaded]).
+                        start_runs_when_not_loaded, docs_worked_example]).
 
 init_per_testcase(only_disco_configured, Config) ->
     start_exact(Config, #{disco => #{}}),
@@ -483,3 +483,41 @@ host_config_module_sets(_) ->
     ?assert(lists:member(?NS_PING, FsA)),
     ?assertNot(lists:member(?NS_PING, FsE)),
     ?assert(lists:member(?NS_DISCO_INFO, FsE)).
+
+%%% The documentation
+
+%% The worked example of docs/extensions.md compiles as written (specs on
+%% every export, no warnings) and does what the page says: a session that
+%% becomes available gets the text as a headline; with no text, nothing.
+docs_worked_example(Config) ->
+    Root = root(),
+    {ok, Doc} = file:read_file(filename:join(Root, "docs/extensions.md")),
+    Start = <<"%% @doc Message of the day">>,
+    [_, After] = binary:split(Doc, <<"```erlang\n", Start/binary>>),
+    [Code, _] = binary:split(After, <<"```">>),
+    File = filename:join(?config(priv_dir, Config), "throng_mod_motd.erl"),
+    ok = file:write_file(File, [Start, Code]),
+    {ok, throng_mod_motd, Bin} =
+        compile:file(File, [binary, return_errors, warnings_as_errors, warn_missing_spec,
+                            {i, filename:join(Root, "apps/throng/include")}]),
+    {module, _} = code:load_binary(throng_mod_motd, File, Bin),
+    Motd = fun(Text) ->
+                   ok = throng_ext:start_host(?HOST, (throng_config:modules(?HOST))#{
+                                                        throng_mod_motd => #{text => Text}})
+           end,
+    Motd(<<"Maintenance on Sunday">>),
+    A = login(<<"alice">>),
+    ?C:send(A, #xmlel{name = <<"presence">>}),
+    M = next_message(A),
+    ?assertEqual({<<"Maintenance on Sunday">>, <<"headline">>, ?HOST},
+                 {?X:body(M), throng_xml:attr(<<"type">>, M), throng_xml:attr(<<"from">>, M)}),
+    Motd(<<>>),
+    B = login(<<"bob">>),
+    ?C:send(B, #xmlel{name = <<"presence">>}),
+    ?assertMatch(#xmlel{name = <<"presence">>}, ?C:recv_stanza(B)),
+    ?C:expect_nothing(B, 300).
+
+%% The repository's root, from where this suite's source is.
+root() ->
+    Src = proplists:get_value(source, ?MODULE:module_info(compile)),
+    filename:dirname(filename:dirname(filename:dirname(filename:dirname(Src)))).
