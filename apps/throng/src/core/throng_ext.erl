@@ -45,10 +45,11 @@
 -callback stop(Host :: binary()) -> ok.
 %% A message {throng_session, ext, Module, Msg} reached a session process.
 -callback session_info(Msg :: term(), throng_session:ctx()) -> [throng_session:action()].
-%% The bytes of a stanza the module queued for a session (see
-%% throng_session:item()), and what to do with it when the session ends
-%% before the client acknowledged it.
--callback item_bytes(Data :: term(), Host :: binary()) -> iodata().
+%% The kind (for the counters) and bytes of a stanza the module queued for
+%% a session (see throng_session:item()), and what to do with it when the
+%% session ends before the client acknowledged it.
+-callback item_bytes(Data :: term(), Host :: binary()) ->
+    {message | presence | iq | other, iodata()}.
 -callback item_reroute(Data :: term(), User :: #jid{}) -> ok.
 -optional_callbacks([disco_features/1, disco_identities/1, stream_features/2, start/2, stop/1,
                      session_info/2, item_bytes/2, item_reroute/2]).
@@ -97,6 +98,8 @@ start_host(Host, Mods) ->
 start_each(_Host, [], _Opts, _Started) ->
     ok;
 start_each(Host, [M | Rest], Opts, Started) ->
+    %% function_exported/3 is false for a module not loaded yet.
+    _ = code:ensure_loaded(M),
     Result = case erlang:function_exported(M, start, 2) of
                  true -> try M:start(Host, maps:get(M, Opts))
                          catch C:R -> {error, {C, R}}

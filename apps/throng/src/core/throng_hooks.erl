@@ -93,10 +93,11 @@ handlers(Event, Host) ->
 
 %% @doc Replaces every handler of a host by the given ones ({Event, Seq,
 %% Mod, Fun}, in installation order). Called at boot: a persistent_term
-%% write is expensive for a node with many processes.
+%% write is expensive for a node with many processes. An event that
+%% {@link events/0} does not list raises `{unknown_hook, Event, Mod}' and
+%% leaves the host's handlers as they were.
 -spec install(binary(), [{event(), integer(), module(), atom()}]) -> ok.
 install(Host, Handlers) ->
-    uninstall(Host),
     Known = [E || {E, _, _} <- events()],
     ByEvent = lists:foldl(
                 fun({Event, Seq, Mod, Fun}, Acc) ->
@@ -104,6 +105,7 @@ install(Host, Handlers) ->
                         maps:update_with(Event, fun(L) -> [{Seq, Mod, Fun} | L] end,
                                          [{Seq, Mod, Fun}], Acc)
                 end, #{}, Handlers),
+    uninstall(Host),
     maps:foreach(fun(Event, Rev) ->
                          %% keysort is stable: equal sequence numbers keep their order.
                          persistent_term:put(?KEY(Event, Host), lists:keysort(1, lists:reverse(Rev)))
