@@ -253,8 +253,6 @@ stream_feature_only_when_enabled(_) ->
     ?assertNotEqual(undefined, throng_xml:subel(Post1, <<"bind">>, ?NS_BIND)).
 
 %%% Stanza hooks
-%%% from_session_stop and from_session_change fail as of 0787e20: throng_c2s
-%%% does not run the stanza_from_session hook (throng_mod_last relies on it too).
 
 %% stanza_from_session runs in the sender's session with its full JID; a
 %% handler that stops a message keeps it from being routed at all.

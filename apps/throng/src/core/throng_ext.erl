@@ -80,6 +80,14 @@ start_hosts([Host | Rest]) ->
 -spec start_host(binary(), #{module() => map()}) -> ok | {error, string()}.
 start_host(Host, Mods) ->
     Enabled = lists:sort(maps:keys(Mods)),
+    _ = [code:ensure_loaded(M) || M <- Enabled],
+    try iq_handlers(Enabled) of
+        _ -> start_checked(Host, Enabled, Mods)
+    catch
+        throw:{conflict, Msg} -> {error, lists:flatten(io_lib:format("~ts: ~ts", [Host, Msg]))}
+    end.
+
+start_checked(Host, Enabled, Mods) ->
     case start_each(Host, Enabled, Mods, []) of
         ok ->
             Hooks = [{Event, Seq, M, Fun} || M <- builtin() ++ Enabled,
