@@ -26,12 +26,14 @@ all() ->
      session_opened_and_closed, user_registered_and_removed, roster_item_changed,
      initial_presence_adds_items, unacked_item_rerouted,
      session_info_send, session_info_stop, session_info_timer,
-     crashing_iq_handler, start_failure_names_module, start_runs_when_not_loaded,
+     crashing_iq_handler, crashing_session_info, iq_namespace_conflict,
+     start_failure_names_module, start_runs_when_not_loaded,
      only_disco_configured, host_config_module_sets, docs_worked_example].
 
 %% Cases that install the test module themselves, or need another config.
 -define(NOT_INSTALLED, [iq_only_when_enabled, disco_only_when_enabled,
                         stream_feature_only_when_enabled, start_failure_names_module,
+                        iq_namespace_conflict,
                         start_runs_when_not_loaded, docs_worked_example]).
 
 init_per_testcase(only_disco_configured, Config) ->
@@ -424,6 +426,26 @@ crashing_iq_handler(_) ->
     ?assertEqual({error, <<"internal-server-error">>}, answered(ask(A, ?X:ns_crash(), ?HOST))),
     ?assertEqual({result, <<"server">>}, answered(ask(A, ?X:ns(), ?HOST))),
     ?assertEqual(Pid, session_pid(A)).
+
+%% A module's session_info/2 that crashes is logged; the session goes on
+%% and still takes module messages.
+crashing_session_info(_) ->
+    A = login(<<"alice">>),
+    Pid = session_pid(A),
+    ok = throng_session:ext_message(Pid, ?X, crash),
+    Hello = ?X:message(#jid{server = ?HOST}, jid(A), <<"still here">>),
+    ok = throng_session:ext_message(Pid, ?X, {actions, [{send, Hello}]}),
+    ?assertEqual(<<"still here">>, ?X:body(?C:recv_stanza(A))),
+    ?assertEqual(Pid, session_pid(A)).
+
+%% Two enabled modules answering the same IQ namespace in the same scope are
+%% a configuration error: start_host/2 names both and starts nothing.
+iq_namespace_conflict(_) ->
+    {error, Msg} = throng_ext:start_host(?HOST, (throng_config:modules(?HOST))#{
+                                                  throng_mod_version => #{show_os => false},
+                                                  throng_test_ext_twin => #{}}),
+    ?assertMatch({match, _}, re:run(Msg, "throng_mod_version and throng_test_ext_twin")),
+    ?assertMatch({match, _}, re:run(Msg, "jabber:iq:version")).
 
 %% A module whose start/2 fails makes start_host/2 return an error naming
 %% the module and the host, and is not installed.

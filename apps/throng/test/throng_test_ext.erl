@@ -99,11 +99,13 @@ start(Host, Opts) ->
 stop(Host) ->
     tell(stop, #{host => Host}).
 
--spec session_info({actions, [throng_session:action()]}, throng_session:ctx()) ->
+-spec session_info({actions, [throng_session:action()]} | crash, throng_session:ctx()) ->
     [throng_session:action()].
 session_info({actions, Actions}, Ctx) ->
     ok = tell(session_info, Ctx),
-    Actions.
+    Actions;
+session_info(crash, _Ctx) ->
+    error(test_crash).
 
 -spec item_bytes({welcome, #jid{}}, binary()) -> {message, iodata()}.
 item_bytes({welcome, JID}, Host) ->
