@@ -10,18 +10,21 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
-         offline_store/4, offline_pop/2, offline_count/2]).
+         offline_store/4, offline_pop/2, offline_count/2,
+         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
 -record(throng_roster_ver, {us :: {binary(), binary()}, version :: non_neg_integer()}).
 -record(throng_offline, {us :: {binary(), binary()}, msg :: #offline_msg{}}).
+-record(throng_kv, {key :: {atom(), term()}, value :: term()}).
 
 -define(TABLES,
         [{throng_account, set, record_info(fields, throng_account)},
          {throng_roster, bag, record_info(fields, throng_roster)},
          {throng_roster_ver, set, record_info(fields, throng_roster_ver)},
-         {throng_offline, bag, record_info(fields, throng_offline)}]).
+         {throng_offline, bag, record_info(fields, throng_offline)},
+         {throng_kv, set, record_info(fields, throng_kv)}]).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
@@ -245,3 +248,25 @@ offline_pop(U, S) ->
 -spec offline_count(binary(), binary()) -> non_neg_integer().
 offline_count(U, S) ->
     length(mnesia:dirty_read(throng_offline, {U, S})).
+
+%%% Key-value store of extension modules
+
+-spec kv_get(atom(), term()) -> {ok, term()} | not_found.
+kv_get(Bucket, Key) when is_atom(Bucket) ->
+    case mnesia:dirty_read(throng_kv, {Bucket, Key}) of
+        [#throng_kv{value = V}] -> {ok, V};
+        [] -> not_found
+    end.
+
+-spec kv_put(atom(), term(), term()) -> ok.
+kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
+    tx(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end).
+
+-spec kv_delete(atom(), term()) -> ok.
+kv_delete(Bucket, Key) when is_atom(Bucket) ->
+    tx(fun() -> mnesia:delete({throng_kv, {Bucket, Key}}) end).
+
+%% A scan of the whole table: for administration and tests.
+-spec kv_keys(atom()) -> [term()].
+kv_keys(Bucket) when is_atom(Bucket) ->
+    mnesia:dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
