@@ -1,6 +1,7 @@
 %% @doc The Throng OTP application. Start-up order: configuration (a bad
-%% one stops the boot with a message naming the key), logging, counters,
-%% storage (Mnesia), the TLS certificate, then the supervision tree.
+%% one stops the boot with a message naming the key), logging, counters and
+%% the per-boot secret, storage (Mnesia), the TLS certificate, then the
+%% supervision tree.
 -module(throng_app).
 -behaviour(application).
 
@@ -11,7 +12,7 @@ start(_Type, _Args) ->
     try
         step(config, throng_config:load()),
         step(logging, throng_log:setup()),
-        throng_metrics:init(),
+        counters(),
         step(storage, throng_storage:init()),
         step(certificate, throng_cert:ensure()),
         {ok, Sup} = throng_sup:start_link(),
@@ -29,6 +30,14 @@ start(_Type, _Args) ->
 
 step(_Step, ok) -> ok;
 step(Step, {error, Why}) -> throw({boot_failed, Step, Why}).
+
+%% The counters, the queue-alarm threshold the connections read, and the
+%% secret that signs XEP-0198 resumption ids: made here, before any process
+%% that uses them, and owned by no process (a restart keeps them).
+counters() ->
+    throng_metrics:init(),
+    persistent_term:put({throng_metrics, queue_alarm}, throng_config:get([stats, queue_alarm])),
+    throng_tables:init_boot_secret().
 
 format(Why) when is_list(Why) -> Why;
 format(Why) -> io_lib:format("~tp", [Why]).
