@@ -3,8 +3,25 @@
 %%
 %% Protocol code calls only this module; the backend module named by the
 %% `storage.backend' option implements the callbacks. Users and servers are
-%% passed already normalized (stringprep'ed). Every write that returns `ok' is
-%% durable: it survives `kill -9' of the node.
+%% passed already normalized (stringprep'ed).
+%%
+%% == Results and failures ==
+%% Every function either returns one of the results in its spec or raises
+%% `error({storage_failed, Reason})' ({@link failure()}); no other exception
+%% comes out of storage. A write that returns is durable: it survives
+%% `kill -9' of the node and a crash of the machine. When a write raises,
+%% it was not acknowledged and its outcome depends on Reason:
+%% <ul>
+%% <li>`{aborted, Why}': the transaction did not commit; nothing changed.</li>
+%% <li>`{sync, Why}': it committed in memory (readers on this node see it)
+%%     but could not be made sure to be on disk (e.g. an I/O error on the
+%%     log); a crash may lose it. Retrying is safe for the idempotent writes
+%%     (set_credentials, roster_update with the same function, kv_put,
+%%     kv_delete); offline_pop puts the messages back before raising.</li>
+%% </ul>
+%% Reads raise the same when the database is not running. A caller that
+%% must not crash on a storage failure (a connection process, the router)
+%% catches `error:{storage_failed, _}' and answers with an error.
 %%
 %% Roster changes are read-modify-write operations ({@link roster_update/4}):
 %% the backend runs the given function on the current item inside one
@@ -38,8 +55,10 @@
 -type roster_fun() :: fun((#roster_item{} | undefined) -> {set, #roster_item{}} | delete | keep).
 -type bulk_user() :: {luser(), creds(), [#roster_item{}]}.
 -type bucket() :: atom().
+%% The Reason of `error({storage_failed, Reason})'.
+-type failure() :: {aborted, term()} | {sync, term()}.
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0,
-              bucket/0]).
+              bucket/0, failure/0]).
 
 -callback init() -> ok | {error, term()}.
 %% Processes the backend needs, started under throng_sup (connection pools,
@@ -67,7 +86,8 @@
 %% Stores a message unless the user already has Max messages stored.
 -callback offline_store(luser(), lserver(), #offline_msg{}, Max :: non_neg_integer()) ->
     ok | {error, full}.
-%% Removes and returns the user's stored messages, oldest first.
+%% Removes and returns the user's stored messages, oldest first. When it
+%% raises, the messages are still stored.
 -callback offline_pop(luser(), lserver()) -> [#offline_msg{}].
 -callback offline_count(luser(), lserver()) -> non_neg_integer().
 -callback kv_get(bucket(), Key :: term()) -> {ok, Value :: term()} | not_found.

@@ -1,7 +1,13 @@
 %% @doc The embedded storage backend: Mnesia disc_copies tables under
 %% DATA_DIR/mnesia. Reads are dirty (a local ETS lookup); writes run in
-%% `mnesia:sync_transaction', which returns only after the commit is written
-%% to the transaction log, so a committed write survives `kill -9'.
+%% `mnesia:sync_transaction', which returns once the commit is handed to the
+%% transaction log, and then wait for {@link throng_mnesia_sync} to fsync the
+%% log, so a write that returns survives `kill -9' and a crash of the machine.
+%%
+%% Failures follow the contract of {@link throng_storage}: a function returns
+%% one of its documented results or raises `error({storage_failed, Reason})'
+%% with Reason `{aborted, Why}' (nothing changed) or `{sync, Why}' (committed
+%% in memory, not known to be on disk).
 -module(throng_storage_mnesia).
 -behaviour(throng_storage).
 
@@ -77,14 +83,40 @@ create_table({Name, Type, Fields}) ->
         {aborted, Why} -> throw({storage, {create_table, Name, Why}})
     end.
 
+%%% Transactions and reads
+
+%% A write: committed, then fsynced with the writers of the same moment.
 tx(F) ->
+    tx(F, fun(_) -> ok end).
+
+%% Undo runs on the result when the commit could not be made durable, before
+%% the failure is raised.
+tx(F, Undo) ->
     case mnesia:sync_transaction(F) of
         {atomic, Result} ->
-            ok = throng_mnesia_sync:sync(),
-            Result;
+            case throng_mnesia_sync:sync() of
+                ok -> Result;
+                {error, Why} ->
+                    Undo(Result),
+                    failed({sync, Why})
+            end;
         {aborted, Why} ->
-            error({storage_aborted, Why})
+            failed({aborted, Why})
     end.
+
+dirty_read(Tab, Key) ->
+    try mnesia:dirty_read(Tab, Key)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+dirty_select(Tab, MatchSpec) ->
+    try mnesia:dirty_select(Tab, MatchSpec)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+-spec failed(throng_storage:failure()) -> no_return().
+failed(Reason) ->
+    error({storage_failed, Reason}).
 
 %%% Accounts
 
@@ -108,7 +140,7 @@ set_credentials(U, S, Creds) ->
 
 -spec get_credentials(binary(), binary()) -> {ok, #scram_creds{}} | not_found.
 get_credentials(U, S) ->
-    case mnesia:dirty_read(throng_account, {U, S}) of
+    case dirty_read(throng_account, {U, S}) of
         [#throng_account{creds = C}] -> {ok, C};
         [] -> not_found
     end.
@@ -127,7 +159,7 @@ remove_account(U, S) ->
 
 -spec account_exists(binary(), binary()) -> boolean().
 account_exists(U, S) ->
-    mnesia:dirty_read(throng_account, {U, S}) =/= [].
+    dirty_read(throng_account, {U, S}) =/= [].
 
 -spec count_accounts(binary()) -> non_neg_integer().
 count_accounts(S) ->
@@ -135,7 +167,7 @@ count_accounts(S) ->
 
 -spec list_accounts(binary()) -> [binary()].
 list_accounts(S) ->
-    mnesia:dirty_select(throng_account, [{{throng_account, {'$1', S}, '_'}, [], ['$1']}]).
+    dirty_select(throng_account, [{{throng_account, {'$1', S}, '_'}, [], ['$1']}]).
 
 %% Batches keep each transaction (and its log record) a reasonable size.
 -define(BULK_BATCH, 500).
@@ -164,12 +196,12 @@ split(N, L) -> lists:split(N, L).
 
 -spec roster_get(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
 roster_get(U, S) ->
-    Items = [I || #throng_roster{item = I} <- mnesia:dirty_read(throng_roster, {U, S})],
+    Items = [I || #throng_roster{item = I} <- dirty_read(throng_roster, {U, S})],
     {roster_version(U, S), Items}.
 
 -spec roster_get_item(binary(), binary(), throng_storage:contact()) -> #roster_item{} | undefined.
 roster_get_item(U, S, Contact) ->
-    find(Contact, mnesia:dirty_read(throng_roster, {U, S})).
+    find(Contact, dirty_read(throng_roster, {U, S})).
 
 find(Contact, Rows) ->
     case [I || #throng_roster{item = #roster_item{jid = J} = I} <- Rows, J =:= Contact] of
@@ -214,7 +246,7 @@ bump(US, Ver) ->
 
 -spec roster_version(binary(), binary()) -> non_neg_integer().
 roster_version(U, S) ->
-    case mnesia:dirty_read(throng_roster_ver, {U, S}) of
+    case dirty_read(throng_roster_ver, {U, S}) of
         [#throng_roster_ver{version = V}] -> V;
         [] -> 0
     end.
@@ -231,29 +263,40 @@ offline_store(U, S, Msg, Max) ->
                end
        end).
 
+%% When the removal cannot be made durable the messages are written back
+%% before the failure is raised, so that they stay stored for the next try.
 -spec offline_pop(binary(), binary()) -> [#offline_msg{}].
 offline_pop(U, S) ->
     US = {U, S},
-    case mnesia:dirty_read(throng_offline, US) of
+    case dirty_read(throng_offline, US) of
         [] -> [];
         _ ->
             Rows = tx(fun() ->
                               R = mnesia:read(throng_offline, US, write),
                               mnesia:delete({throng_offline, US}),
                               R
-                      end),
+                      end,
+                      fun put_back/1),
             lists:keysort(#offline_msg.timestamp, [M || #throng_offline{msg = M} <- Rows])
+    end.
+
+put_back(Rows) ->
+    case mnesia:sync_transaction(fun() -> lists:foreach(fun mnesia:write/1, Rows) end) of
+        {atomic, ok} -> ok;
+        {aborted, Why} ->
+            logger:error(#{what => offline_put_back_failed, reason => Why,
+                           messages => length(Rows)})
     end.
 
 -spec offline_count(binary(), binary()) -> non_neg_integer().
 offline_count(U, S) ->
-    length(mnesia:dirty_read(throng_offline, {U, S})).
+    length(dirty_read(throng_offline, {U, S})).
 
 %%% Key-value store of extension modules
 
 -spec kv_get(atom(), term()) -> {ok, term()} | not_found.
 kv_get(Bucket, Key) when is_atom(Bucket) ->
-    case mnesia:dirty_read(throng_kv, {Bucket, Key}) of
+    case dirty_read(throng_kv, {Bucket, Key}) of
         [#throng_kv{value = V}] -> {ok, V};
         [] -> not_found
     end.
@@ -269,4 +312,4 @@ kv_delete(Bucket, Key) when is_atom(Bucket) ->
 %% A scan of the whole table: for administration and tests.
 -spec kv_keys(atom()) -> [term()].
 kv_keys(Bucket) when is_atom(Bucket) ->
-    mnesia:dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
+    dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
