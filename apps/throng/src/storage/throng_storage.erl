@@ -60,7 +60,9 @@
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0,
               bucket/0, failure/0]).
 
--callback init() -> ok | {error, term()}.
+%% Starts the database. Every failure is returned (never raised) as
+%% `{error, Text}', Text readable by an operator: the boot prints it.
+-callback init() -> ok | {error, string()}.
 %% Processes the backend needs, started under throng_sup (connection pools,
 %% group commit, ...).
 -callback child_specs() -> [supervisor:child_spec()].
@@ -100,8 +102,8 @@
 
 -define(BACKEND_KEY, {?MODULE, backend}).
 
-%% @doc Starts the configured backend.
--spec init() -> ok | {error, term()}.
+%% @doc Starts the configured backend; `{error, Text}' on any failure.
+-spec init() -> ok | {error, string()}.
 init() ->
     Mod = case throng_config:get([storage, backend]) of
               mnesia -> throng_storage_mnesia

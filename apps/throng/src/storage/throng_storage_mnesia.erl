@@ -32,56 +32,125 @@
          {throng_offline, bag, record_info(fields, throng_offline)},
          {throng_kv, set, record_info(fields, throng_kv)}]).
 
+-define(LOAD_TIMEOUT_MS, 600000).
+
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
     [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}}].
 
--spec init() -> ok | {error, term()}.
+%%% Start-up
+
+%% @doc Starts Mnesia on DATA_DIR/mnesia, creating the schema and the
+%% tables on first use. Every failure is returned as `{error, Text}', Text
+%% saying what could not be done and why; Mnesia is left stopped then.
+-spec init() -> ok | {error, string()}.
 init() ->
-    Dir = filename:join(throng_paths:data_dir(), "mnesia"),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    %% Mnesia is started here, not as a dependency of the application,
-    %% because its directory comes from Throng's configuration.
+    try
+        Dir = filename:join(throng_paths:data_dir(), "mnesia"),
+        ensure_dir(Dir),
+        configure(Dir),
+        ensure_schema(Dir),
+        start_mnesia(Dir),
+        check_owner(Dir),
+        lists:foreach(fun create_table/1, ?TABLES),
+        wait_for_tables()
+    catch
+        throw:{storage_init, Text} ->
+            _ = application:stop(mnesia),
+            {error, Text};
+        Class:Reason ->
+            _ = application:stop(mnesia),
+            {error, fmt("unexpected ~p while starting Mnesia: ~0tp", [Class, Reason])}
+    end.
+
+ensure_dir(Dir) ->
+    case filelib:ensure_dir(filename:join(Dir, "x")) of
+        ok -> ok;
+        {error, E} ->
+            Why = case in_the_way(Dir) of
+                      none -> file:format_error(E);
+                      File -> fmt("~ts is a file, not a directory", [File])
+                  end,
+            fail("cannot create the database directory ~ts: ~ts", [Dir, Why])
+    end.
+
+%% The path or ancestor that exists as something other than a directory.
+in_the_way(Path) ->
+    case filelib:is_file(Path) andalso not filelib:is_dir(Path) of
+        true -> Path;
+        false ->
+            case filename:dirname(Path) of
+                Path -> none;
+                Parent -> in_the_way(Parent)
+            end
+    end.
+
+%% Mnesia is started here, not as a dependency of the application, because
+%% its directory comes from Throng's configuration.
+configure(Dir) ->
     _ = application:stop(mnesia),
     case application:load(mnesia) of
         ok -> ok;
-        {error, {already_loaded, mnesia}} -> ok
+        {error, {already_loaded, mnesia}} -> ok;
+        {error, E} -> fail("cannot load the Mnesia application: ~0tp", [E])
     end,
     ok = application:set_env(mnesia, dir, Dir),
     %% Dump the transaction log less often: bulk registration writes
     %% millions of roster rows.
     ok = application:set_env(mnesia, dump_log_write_threshold, 50000),
-    ok = application:set_env(mnesia, dc_dump_limit, 40),
-    case filelib:is_regular(filename:join(Dir, "schema.DAT")) of
+    ok = application:set_env(mnesia, dc_dump_limit, 40).
+
+%% A new schema is first written as FALLBACK.BUP and becomes schema.DAT
+%% when Mnesia starts: either means the schema exists.
+ensure_schema(Dir) ->
+    case lists:any(fun(F) -> filelib:is_regular(filename:join(Dir, F)) end,
+                   ["schema.DAT", "FALLBACK.BUP"]) of
         true -> ok;
         false ->
             case mnesia:create_schema([node()]) of
                 ok -> ok;
-                {error, E} -> throw({storage, {create_schema, Dir, E}})
+                {error, E} -> fail("cannot create the Mnesia schema in ~ts: ~0tp", [Dir, E])
             end
-    end,
+    end.
+
+start_mnesia(Dir) ->
     case application:ensure_all_started(mnesia) of
         {ok, _} -> ok;
-        {error, E2} -> throw({storage, {mnesia_start, Dir, E2}})
-    end,
-    case lists:member(node(), mnesia:table_info(schema, disc_copies)) of
-        true -> ok;
-        false -> throw({storage, {schema_of_other_node, Dir, mnesia:table_info(schema, disc_copies)}})
-    end,
-    lists:foreach(fun create_table/1, ?TABLES),
-    case mnesia:wait_for_tables([T || {T, _, _} <- ?TABLES], 600000) of
-        ok -> ok;
-        {timeout, Missing} -> {error, {tables_not_loaded, Missing}};
-        {error, _} = Error -> Error
+        {error, E} -> fail("Mnesia did not start on ~ts: ~0tp", [Dir, E])
     end.
+
+%% A database created under another node name starts, but holds no disc
+%% copies for this node: writes would not be kept.
+check_owner(Dir) ->
+    Owners = mnesia:table_info(schema, disc_copies),
+    lists:member(node(), Owners) orelse
+        fail("the database in ~ts belongs to node ~ts, but this node is ~ts: start the node "
+             "under that name (THRONG_NODE) or move the directory away",
+             [Dir, lists:join(", ", [atom_to_list(N) || N <- Owners]), node()]).
 
 create_table({Name, Type, Fields}) ->
     case mnesia:create_table(Name, [{disc_copies, [node()]}, {type, Type},
                                     {attributes, Fields}]) of
         {atomic, ok} -> ok;
         {aborted, {already_exists, Name}} -> ok;
-        {aborted, Why} -> throw({storage, {create_table, Name, Why}})
+        {aborted, Why} -> fail("cannot create the table ~p: ~0tp", [Name, Why])
     end.
+
+wait_for_tables() ->
+    Tables = [T || {T, _, _} <- ?TABLES],
+    case mnesia:wait_for_tables(Tables, ?LOAD_TIMEOUT_MS) of
+        ok -> ok;
+        {timeout, Missing} ->
+            fail("tables ~p not loaded after ~b s", [Missing, ?LOAD_TIMEOUT_MS div 1000]);
+        {error, E} -> fail("cannot load the tables: ~0tp", [E])
+    end.
+
+-spec fail(io:format(), [term()]) -> no_return().
+fail(Format, Args) ->
+    throw({storage_init, fmt(Format, Args)}).
+
+fmt(Format, Args) ->
+    lists:flatten(io_lib:format(Format, Args)).
 
 %%% Transactions and reads
 
