@@ -13,7 +13,7 @@
 -module(throng_tables).
 
 -export([create/0, init_boot_secret/0, boot_secret/0, sweep/0,
-         auth_failure/1, auth_failures/1, auth_success/1,
+         auth_failure/1, auth_failures/1,
          registration_allowed/1,
          plain_cache_get/1, plain_cache_put/2, plain_cache_delete/1]).
 
@@ -81,11 +81,6 @@ auth_failures(IP) ->
         [{IP, N, _}] -> N;
         [] -> 0
     end.
-
-%% @doc Does nothing (see {@link auth_failure/1}); kept until its caller is gone.
--spec auth_success(inet:ip_address() | undefined) -> ok.
-auth_success(_IP) ->
-    ok.
 
 %%% In-band registrations per IP address
 
