@@ -1,29 +1,53 @@
-%% @doc Top supervisor of the Throng server.
+%% @doc The supervision tree of the Throng server.
 %%
 %% ```
-%% throng_sup (one_for_one)
-%% ├── (storage backend)      e.g. throng_mnesia_sync, the group commit of Mnesia's log
-%% ├── throng_tables          owner of the shared ETS tables; janitor
-%% └── throng_listeners_sup   one throng_listener_sup per configured listener
+%% throng_sup (rest_for_one)
+%% ├── throng_table_owner       owns the shared ETS tables (sessions, long queues,
+%% │                            auth failures, registrations, PLAIN cache); does nothing else
+%% ├── throng_services_sup (one_for_one)
+%% │   ├── (storage backend)    e.g. throng_mnesia_sync, the group commit of Mnesia's log
+%% │   └── throng_janitor       ages out auth-failure and registration entries
+%% └── throng_listeners_sup     one throng_listener_sup per configured listener
 %% '''
+%% rest_for_one: everything after the table owner uses its tables, so were
+%% the owner ever to die, the services and the listeners (with every
+%% connection) restart after it on fresh tables. A crash of a service (the
+%% janitor, the group commit) restarts only that service; the connections
+%% go on. The per-boot secret is a persistent_term made before the tree
+%% starts ({@link throng_app}), so no restart changes it.
+%%
 %% Storage (Mnesia) runs as its own application, started before this tree
 %% and stopped after it.
 -module(throng_sup).
 -behaviour(supervisor).
--export([start_link/0, init/1]).
+-export([start_link/0, start_services/0, init/1]).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
-    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+    supervisor:start_link({local, ?MODULE}, ?MODULE, top).
 
--spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
-init([]) ->
+%% @doc Starts throng_services_sup, the middle level of the tree.
+-spec start_services() -> {ok, pid()} | {error, term()}.
+start_services() ->
+    supervisor:start_link({local, throng_services_sup}, ?MODULE, services).
+
+-spec init(top | services) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
+init(top) ->
     Children =
-        throng_storage:child_specs() ++
-        [#{id => throng_tables, start => {throng_tables, start_link, []}},
+        [#{id => throng_table_owner,
+           start => {throng_table_owner, start_link,
+                     [[{throng_sm, init, []}, {throng_metrics, init_hot_queues, []},
+                       {throng_tables, create, []}]]}},
+         #{id => throng_services_sup, start => {?MODULE, start_services, []},
+           type => supervisor, shutdown => infinity},
          %% Client connections: plain TCP (STARTTLS upgrades a connection
          %% inside the protocol), XMPP client-to-server streams.
          #{id => throng_listeners_sup,
            start => {throng_listeners_sup, start_link, [throng_transport_tcp, throng_c2s]},
            type => supervisor, shutdown => infinity}],
+    {ok, {#{strategy => rest_for_one, intensity => 10, period => 10}, Children}};
+init(services) ->
+    Children =
+        throng_storage:child_specs() ++
+        [#{id => throng_janitor, start => {throng_janitor, start_link, []}}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

@@ -121,4 +121,7 @@ host_config_test() ->
     [HC] = maps:get(host_config, C),
     ?assertEqual([ping], maps:keys(maps:get(modules, HC))),
     ?assertEqual("host_config[0].host: c.example is not one of hosts",
-                 err(#{hosts => [<<"a.example">>], host_config => [#{host => <<"c.example">>}]})).
+                 err(#{hosts => [<<"a.example">>],
+                       host_config => [#{host => <<"c.example">>, modules => #{}}]})),
+    ?assertEqual("host_config[0].modules: required option missing",
+                 err(#{hosts => [<<"a.example">>], host_config => [#{host => <<"a.example">>}]})).

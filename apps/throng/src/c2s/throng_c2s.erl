@@ -406,13 +406,15 @@ terminate(Reason, State, D) ->
         _ -> logger:error(#{what => c2s_crashed, state => State, reason => Reason,
                             jid => throng_c2s_io:jid_text(D)})
     end,
-    end_session(D),
-    case D#d.sock of
-        undefined -> ok;
-        Sock -> throng_transport:close(Sock)
-    end,
     throng_metrics:add(connections_open, -1),
     throng_metrics:incr(connections_closed),
+    try end_session(D)
+    after
+        case D#d.sock of
+            undefined -> ok;
+            Sock -> throng_transport:close(Sock)
+        end
+    end,
     ok.
 
 end_session(#d{jid = undefined}) ->

@@ -78,7 +78,16 @@ strip(El) -> throng_stanza:strip_from_to(El).
 local_iq(El, JID, To, D) ->
     case throng_xml:subel(El, <<"query">>, ?NS_ROSTER) of
         #xmlel{} ->
-            {Reply, Requested} = throng_roster:process_iq(JID, set_from_to(El, JID, To)),
+            IQ = set_from_to(El, JID, To),
+            {Reply, Requested} =
+                try throng_roster:process_iq(JID, IQ)
+                catch
+                    %% A write that did not reach the disk is not a success.
+                    error:{storage_failed, Why} ->
+                        logger:error(#{what => roster_write_failed,
+                                       jid => throng_jid:to_binary(JID), reason => Why}),
+                        {throng_stanza:error_reply(IQ, 'internal-server-error'), unchanged}
+                end,
             D1 = D#d{roster = D#d.roster orelse Requested =:= requested},
             %% A roster set pushes to every interested resource; this one gets
             %% its push before the result, as in RFC 6121 §2.3.2.
@@ -149,7 +158,14 @@ presence_to(El, JID, To, D) ->
     case throng_stanza:type(El) of
         T when T =:= <<"subscribe">>; T =:= <<"subscribed">>;
                T =:= <<"unsubscribe">>; T =:= <<"unsubscribed">> ->
-            throng_roster:outbound(JID, To, El),
+            try throng_roster:outbound(JID, To, El)
+            catch
+                error:{storage_failed, Why} ->
+                    %% The subscription change was not kept: the client is told.
+                    logger:error(#{what => subscription_write_failed,
+                                   jid => throng_jid:to_binary(JID), reason => Why}),
+                    throng_router:bounce(JID, To, El, 'internal-server-error')
+            end,
             {next, session, D};
         T when T =:= <<>>; T =:= <<"unavailable">> ->
             throng_router:route(JID, To, strip(El)),
@@ -232,13 +248,23 @@ drain_mailbox(JID) ->
     end.
 
 -spec reroute(throng_session:item(), #jid{}) -> ok.
-reroute(none, _JID) -> ok;
-reroute({ext, Mod, Data}, JID) -> Mod:item_reroute(Data, JID);
-reroute({From, To, #xmlel{name = <<"message">>} = El}, _JID) -> throng_router:route(From, To, El);
-reroute({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
+reroute(Item, JID) ->
+    %% One failure (storage) must not drop the items after it.
+    try reroute_one(Item, JID)
+    catch
+        Class:Reason ->
+            logger:error(#{what => reroute_failed, jid => throng_jid:to_binary(JID),
+                           class => Class, reason => Reason}),
+            ok
+    end.
+
+reroute_one(none, _JID) -> ok;
+reroute_one({ext, Mod, Data}, JID) -> Mod:item_reroute(Data, JID);
+reroute_one({From, To, #xmlel{name = <<"message">>} = El}, _JID) -> throng_router:route(From, To, El);
+reroute_one({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
     case throng_stanza:type(El) of
         T when T =:= <<"get">>; T =:= <<"set">> ->
             throng_router:bounce(From, To, El, 'service-unavailable');
         _ -> ok
     end;
-reroute({_From, _To, _Presence}, _JID) -> ok.
+reroute_one({_From, _To, _Presence}, _JID) -> ok.

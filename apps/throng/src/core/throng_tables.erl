@@ -1,36 +1,65 @@
-%% @doc Owner of the server's shared ETS tables (sessions, authentication
-%% failures per address, in-band registrations per address, the PLAIN login
-%% cache) and their janitor: every few seconds it drops entries that have
-%% aged out. Nothing on a login or routing path calls this process; they read
-%% and write the public tables directly.
+%% @doc The server's small shared tables and the per-boot secret: their
+%% API, read and written directly by the processes that need them.
+%%
+%% Authentication failures per address, in-band registrations per address
+%% and the PLAIN login cache are public ETS tables created by {@link create/0}
+%% in {@link throng_table_owner}, a process that does nothing else, so they
+%% live as long as the server. {@link throng_janitor} calls {@link sweep/0}
+%% to drop entries that have aged out; if it crashes, nothing here is lost.
+%% The secret is a `persistent_term' made once per start of the
+%% application ({@link init_boot_secret/0}), owned by no process.
+%%
+%% Nothing on a login or routing path calls a process for these.
 -module(throng_tables).
--behaviour(gen_server).
 
--export([start_link/0, boot_secret/0,
-         auth_failure/1, auth_failures/1, auth_success/1,
+-export([create/0, init_boot_secret/0, boot_secret/0, sweep/0,
+         auth_failure/1, auth_failures/1,
          registration_allowed/2,
          plain_cache_get/1, plain_cache_put/2, plain_cache_delete/1]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(FAILURES, throng_auth_failures).
 -define(REGS, throng_registrations).
 -define(PLAIN, throng_plain_cache).
--define(SWEEP_MS, 10000).
+-define(SECRET_KEY, {?MODULE, secret}).
 
--spec start_link() -> {ok, pid()} | {error, term()}.
-start_link() ->
-    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+%% @doc Creates the tables, owned by the calling process.
+-spec create() -> ok.
+create() ->
+    Opts = [set, public, named_table, {read_concurrency, true}, {write_concurrency, true}],
+    ?FAILURES = ets:new(?FAILURES, Opts),
+    ?REGS = ets:new(?REGS, Opts),
+    ?PLAIN = ets:new(?PLAIN, Opts),
+    ok.
 
-%% @doc A random secret made at boot (keys the PLAIN cache, signs XEP-0198
+%% @doc Makes a new random secret; called once at boot, before any
+%% connection exists.
+-spec init_boot_secret() -> ok.
+init_boot_secret() ->
+    persistent_term:put(?SECRET_KEY, crypto:strong_rand_bytes(32)).
+
+%% @doc The random secret made at boot (keys the PLAIN cache, signs XEP-0198
 %% resumption ids).
 -spec boot_secret() -> binary().
 boot_secret() ->
-    persistent_term:get({?MODULE, secret}).
+    persistent_term:get(?SECRET_KEY).
+
+%% @doc Drops the authentication failures older than auth.failure_window
+%% and the registrations older than registration.ip_interval.
+-spec sweep() -> ok.
+sweep() ->
+    Now = erlang:monotonic_time(second),
+    Window = throng_config:get([auth, failure_window]),
+    _ = ets:select_delete(?FAILURES, [{{'_', '_', '$1'}, [{'<', '$1', Now - Window}], [true]}]),
+    %% Registration rows hold when the address may register again.
+    _ = ets:select_delete(?REGS, [{{'_', '$1'}, [{'=<', '$1', Now}], [true]}]),
+    ok.
 
 %%% Authentication failures per IP address
 
 %% @doc Records a failure from an address; returns how many there were in
-%% the current window (auth.failure_window).
+%% the current window (auth.failure_window). A successful login does not
+%% clear the count (an attacker with one valid account must not reset it);
+%% failures age out with the window.
 -spec auth_failure(inet:ip_address() | undefined) -> pos_integer().
 auth_failure(IP) ->
     Now = erlang:monotonic_time(second),
@@ -52,12 +81,6 @@ auth_failures(IP) ->
         [{IP, N, _}] -> N;
         [] -> 0
     end.
-
-%% @doc A success does not clear the address's record (an attacker with one
-%% valid account must not reset the count); failures age out with the window.
--spec auth_success(inet:ip_address() | undefined) -> ok.
-auth_success(_IP) ->
-    ok.
 
 %%% In-band registrations per IP address
 
@@ -98,35 +121,3 @@ plain_cache_put(Key, Value) ->
 plain_cache_delete(Key) ->
     ets:delete(?PLAIN, Key),
     ok.
-
-%%% gen_server
-
--spec init([]) -> {ok, undefined}.
-init([]) ->
-    persistent_term:put({?MODULE, secret}, crypto:strong_rand_bytes(32)),
-    ok = throng_sm:init(),
-    ok = throng_metrics:init_hot_queues(),
-    persistent_term:put({throng_metrics, queue_alarm}, throng_config:get([stats, queue_alarm])),
-    Opts = [set, public, named_table, {read_concurrency, true}, {write_concurrency, true}],
-    ?FAILURES = ets:new(?FAILURES, Opts),
-    ?REGS = ets:new(?REGS, Opts),
-    ?PLAIN = ets:new(?PLAIN, Opts),
-    erlang:send_after(?SWEEP_MS, self(), sweep),
-    {ok, undefined}.
-
--spec handle_call(term(), gen_server:from(), undefined) -> {reply, ok, undefined}.
-handle_call(_Req, _From, St) -> {reply, ok, St}.
-
--spec handle_cast(term(), undefined) -> {noreply, undefined}.
-handle_cast(_Msg, St) -> {noreply, St}.
-
--spec handle_info(term(), undefined) -> {noreply, undefined}.
-handle_info(sweep, St) ->
-    Now = erlang:monotonic_time(second),
-    Window = throng_config:get([auth, failure_window]),
-    ets:select_delete(?FAILURES, [{{'_', '_', '$1'}, [{'<', '$1', Now - Window}], [true]}]),
-    ets:select_delete(?REGS, [{{'_', '$1'}, [{'=<', '$1', Now}], [true]}]),
-    erlang:send_after(?SWEEP_MS, self(), sweep),
-    {noreply, St};
-handle_info(_Msg, St) ->
-    {noreply, St}.

@@ -39,11 +39,16 @@ disco_features(_Host) ->
 
 %% @doc Hook: no resource can take a message; keep it.
 -spec offline_message(bounce, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) ->
-    {stop, stored | full}.
+    {stop, stored | full | failed}.
 offline_message(_Acc, #{from := From, to := To, el := El}) ->
-    case store(From, To, El) of
+    try store(From, To, El) of
         ok -> {stop, stored};
         {error, full} -> {stop, full}
+    catch
+        error:{storage_failed, Why} ->
+            logger:error(#{what => offline_store_failed, to => throng_jid:to_binary(To),
+                           reason => Why}),
+            {stop, failed}
     end.
 
 %% @doc Hook: a session sent its initial presence; with a non-negative
@@ -63,7 +68,12 @@ item_bytes(Msg, Host) ->
 %% @doc A delivered message the client did not acknowledge goes back.
 -spec item_reroute(#offline_msg{}, #jid{}) -> ok.
 item_reroute(Msg, JID) ->
-    restore(JID, Msg).
+    try restore(JID, Msg)
+    catch
+        error:{storage_failed, Why} ->
+            logger:error(#{what => offline_restore_failed, jid => throng_jid:to_binary(JID),
+                           from => Msg#offline_msg.from, reason => Why})
+    end.
 
 %% @doc Stores a message for the bare JID To. `{error, full}' when the user
 %% already has max_messages stored (the caller bounces it).

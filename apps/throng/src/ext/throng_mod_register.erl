@@ -7,8 +7,7 @@
 
 -include("throng.hrl").
 
--export([options/0, iq_handlers/0, hooks/0, disco_features/1, stream_features/2,
-         session_info/2]).
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, stream_features/2]).
 -export([process_preauth/2, process_iq/2]).
 
 -spec options() -> throng_config_spec:spec().
@@ -112,10 +111,13 @@ process_iq(IQ, #{from := #jid{user = U, server = S}}) ->
             case throng_xml:subel(Query, <<"remove">>) of
                 undefined -> change_password(U, S, IQ, Query);
                 _ ->
-                    %% The result is written before the removal ends the session:
-                    %% the session handles this message after the reply.
-                    throng_session:ext_message(self(), ?MODULE, {remove, U, S}),
-                    throng_stanza:iq_result(IQ)
+                    %% The account is removed before the result is written (a
+                    %% failed write answers internal-server-error); the session
+                    %% ends after the result, when it handles the kick.
+                    case throng_auth:unregister(U, S) of
+                        ok -> throng_stanza:iq_result(IQ);
+                        {error, _} -> throng_stanza:error_reply(IQ, 'item-not-found')
+                    end
             end;
         _ ->
             throng_stanza:error_reply(IQ, 'bad-request')
@@ -138,12 +140,6 @@ change_password(U, S, IQ, Query) ->
         _ ->
             throng_stanza:error_reply(IQ, 'not-allowed', <<"username does not match">>)
     end.
-
-%% @doc The session asked for its own account's removal (see process_iq/2).
--spec session_info({remove, binary(), binary()}, throng_session:ctx()) -> [].
-session_info({remove, U, S}, _Ctx) ->
-    _ = throng_auth:unregister(U, S),
-    [].
 
 check_password(Host, Password) ->
     Min = opt(Host, min_password_length),

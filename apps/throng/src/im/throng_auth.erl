@@ -39,9 +39,11 @@ register(User, Server, Password) ->
 set_password(User, Server, Password) ->
     with_account(User, Server, Password,
                  fun(U, S, Creds) ->
-                         Result = throng_storage:set_credentials(U, S, Creds),
-                         forget_plain(U, S),
-                         Result
+                         %% A failed write may still have changed the keys in
+                         %% memory: the cached PLAIN result goes either way.
+                         try throng_storage:set_credentials(U, S, Creds)
+                         after forget_plain(U, S)
+                         end
                  end).
 
 %% @doc Removes an account, its roster and offline messages, and ends its
@@ -50,9 +52,8 @@ set_password(User, Server, Password) ->
 unregister(User, Server) ->
     case prepare(User, Server) of
         {ok, U, S} ->
-            case throng_storage:remove_account(U, S) of
+            case try throng_storage:remove_account(U, S) after forget_plain(U, S) end of
                 ok ->
-                    forget_plain(U, S),
                     _ = [throng_session:kick(Pid, <<"account removed">>)
                          || {_, Pid, _, _} <- throng_sm:resources({U, S})],
                     throng_hooks:notify(user_removed, S, #{user => U, server => S}),

@@ -106,6 +106,8 @@ message_bare(From, #jid{user = U, server = S} = To, El) ->
                     case throng_hooks:run(offline_message, S, bounce,
                                           #{from => From, to => To, el => El}) of
                         {_, stored} -> ok;
+                        %% Storage failed: the sender learns the message was not kept.
+                        {_, failed} -> bounce(From, To, El, 'internal-server-error');
                         {_, _BounceOrFull} -> bounce(From, To, El, 'service-unavailable')
                     end
             end

@@ -4,13 +4,18 @@
 %% An fsync costs about half a millisecond here, so writers that ask at the
 %% same time share one: callers that arrive while a sync is running are
 %% answered by the next one.
+%%
+%% Every caller gets the result of the sync that covered it: `ok' only when
+%% that sync succeeded, `{error, Reason}' when it failed (an I/O error of the
+%% log, a crash of the worker, this process not running). A failed sync does
+%% not stick: the next caller starts a new one.
 -module(throng_mnesia_sync).
 -behaviour(gen_server).
 
 -export([start_link/0, sync/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
--record(st, {running = false :: boolean(),
+-record(st, {worker :: pid() | undefined,                %% the running sync, if any
              current = [] :: [gen_server:from()],   %% answered when the running sync ends
              next = [] :: [gen_server:from()]}).    %% answered by the sync after it
 
@@ -18,10 +23,13 @@
 start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc Returns once every transaction committed before the call is on disk.
--spec sync() -> ok.
+%% @doc Returns `ok' once every transaction committed before the call is on
+%% disk, `{error, Reason}' if that could not be made sure of.
+-spec sync() -> ok | {error, term()}.
 sync() ->
-    gen_server:call(?MODULE, sync, infinity).
+    try gen_server:call(?MODULE, sync, infinity)
+    catch exit:Why -> {error, {sync_process, Why}}
+    end.
 
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
@@ -29,7 +37,7 @@ init([]) ->
     {ok, #st{}}.
 
 -spec handle_call(sync, gen_server:from(), #st{}) -> {noreply, #st{}}.
-handle_call(sync, From, #st{running = false} = St) ->
+handle_call(sync, From, #st{worker = undefined} = St) ->
     {noreply, start(St#st{current = [From]})};
 handle_call(sync, From, #st{next = Next} = St) ->
     {noreply, St#st{next = [From | Next]}}.
@@ -39,16 +47,34 @@ handle_cast(_Msg, St) ->
     {noreply, St}.
 
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
-handle_info({'EXIT', _Worker, Reason}, #st{current = Current, next = Next} = St) ->
-    Reason =:= normal orelse logger:error(#{what => mnesia_sync_failed, reason => Reason}),
-    [gen_server:reply(From, ok) || From <- Current],
+handle_info({'EXIT', Worker, Exit}, #st{worker = Worker, current = Current, next = Next} = St) ->
+    Result = case Exit of
+                 {synced, R} -> R;
+                 Crash -> {error, {sync_crashed, Crash}}
+             end,
+    Result =:= ok orelse
+        logger:error(#{what => mnesia_sync_failed, reason => Result, writers => length(Current)}),
+    [gen_server:reply(From, Result) || From <- Current],
     case Next of
-        [] -> {noreply, St#st{running = false, current = []}};
+        [] -> {noreply, St#st{worker = undefined, current = []}};
         _ -> {noreply, start(St#st{current = Next, next = []})}
     end;
 handle_info(_Msg, St) ->
     {noreply, St}.
 
+%% The worker reports through its exit reason, so a crash and a result
+%% arrive the same way and exactly once.
 start(St) ->
-    _ = spawn_link(fun() -> ok = mnesia:sync_log() end),
-    St#st{running = true}.
+    St#st{worker = spawn_link(fun sync_worker/0)}.
+
+-spec sync_worker() -> no_return().
+sync_worker() ->
+    exit({synced, sync_log()}).
+
+sync_log() ->
+    try mnesia:sync_log() of
+        ok -> ok;
+        {error, _} = Error -> Error
+    catch
+        Class:Reason -> {error, {Class, Reason}}
+    end.

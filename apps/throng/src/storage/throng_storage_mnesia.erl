@@ -1,7 +1,13 @@
 %% @doc The embedded storage backend: Mnesia disc_copies tables under
 %% DATA_DIR/mnesia. Reads are dirty (a local ETS lookup); writes run in
-%% `mnesia:sync_transaction', which returns only after the commit is written
-%% to the transaction log, so a committed write survives `kill -9'.
+%% `mnesia:sync_transaction', which returns once the commit is handed to the
+%% transaction log, and then wait for {@link throng_mnesia_sync} to fsync the
+%% log, so a write that returns survives `kill -9' and a crash of the machine.
+%%
+%% Failures follow the contract of {@link throng_storage}: a function returns
+%% one of its documented results or raises `error({storage_failed, Reason})'
+%% with Reason `{aborted, Why}' (nothing changed) or `{sync, Why}' (committed
+%% in memory, not known to be on disk).
 -module(throng_storage_mnesia).
 -behaviour(throng_storage).
 
@@ -10,78 +16,176 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
-         offline_store/4, offline_pop/2, offline_count/2]).
+         offline_store/4, offline_pop/2, offline_count/2,
+         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
 -record(throng_roster_ver, {us :: {binary(), binary()}, version :: non_neg_integer()}).
 -record(throng_offline, {us :: {binary(), binary()}, msg :: #offline_msg{}}).
+-record(throng_kv, {key :: {atom(), term()}, value :: term()}).
 
 -define(TABLES,
         [{throng_account, set, record_info(fields, throng_account)},
          {throng_roster, bag, record_info(fields, throng_roster)},
          {throng_roster_ver, set, record_info(fields, throng_roster_ver)},
-         {throng_offline, bag, record_info(fields, throng_offline)}]).
+         {throng_offline, bag, record_info(fields, throng_offline)},
+         {throng_kv, set, record_info(fields, throng_kv)}]).
+
+-define(LOAD_TIMEOUT_MS, 600000).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
     [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}}].
 
--spec init() -> ok | {error, term()}.
+%%% Start-up
+
+%% @doc Starts Mnesia on DATA_DIR/mnesia, creating the schema and the
+%% tables on first use. Every failure is returned as `{error, Text}', Text
+%% saying what could not be done and why; Mnesia is left stopped then.
+-spec init() -> ok | {error, string()}.
 init() ->
-    Dir = filename:join(throng_paths:data_dir(), "mnesia"),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    %% Mnesia is started here, not as a dependency of the application,
-    %% because its directory comes from Throng's configuration.
+    try
+        Dir = filename:join(throng_paths:data_dir(), "mnesia"),
+        ensure_dir(Dir),
+        configure(Dir),
+        ensure_schema(Dir),
+        start_mnesia(Dir),
+        check_owner(Dir),
+        lists:foreach(fun create_table/1, ?TABLES),
+        wait_for_tables()
+    catch
+        throw:{storage_init, Text} ->
+            _ = application:stop(mnesia),
+            {error, Text};
+        Class:Reason ->
+            _ = application:stop(mnesia),
+            {error, fmt("unexpected ~p while starting Mnesia: ~0tp", [Class, Reason])}
+    end.
+
+ensure_dir(Dir) ->
+    case filelib:ensure_dir(filename:join(Dir, "x")) of
+        ok -> ok;
+        {error, E} ->
+            Why = case in_the_way(Dir) of
+                      none -> file:format_error(E);
+                      File -> fmt("~ts is a file, not a directory", [File])
+                  end,
+            fail("cannot create the database directory ~ts: ~ts", [Dir, Why])
+    end.
+
+%% The path or ancestor that exists as something other than a directory.
+in_the_way(Path) ->
+    case filelib:is_file(Path) andalso not filelib:is_dir(Path) of
+        true -> Path;
+        false ->
+            case filename:dirname(Path) of
+                Path -> none;
+                Parent -> in_the_way(Parent)
+            end
+    end.
+
+%% Mnesia is started here, not as a dependency of the application, because
+%% its directory comes from Throng's configuration.
+configure(Dir) ->
     _ = application:stop(mnesia),
     case application:load(mnesia) of
         ok -> ok;
-        {error, {already_loaded, mnesia}} -> ok
+        {error, {already_loaded, mnesia}} -> ok;
+        {error, E} -> fail("cannot load the Mnesia application: ~0tp", [E])
     end,
     ok = application:set_env(mnesia, dir, Dir),
     %% Dump the transaction log less often: bulk registration writes
     %% millions of roster rows.
     ok = application:set_env(mnesia, dump_log_write_threshold, 50000),
-    ok = application:set_env(mnesia, dc_dump_limit, 40),
-    case filelib:is_regular(filename:join(Dir, "schema.DAT")) of
+    ok = application:set_env(mnesia, dc_dump_limit, 40).
+
+%% A new schema is first written as FALLBACK.BUP and becomes schema.DAT
+%% when Mnesia starts: either means the schema exists.
+ensure_schema(Dir) ->
+    case lists:any(fun(F) -> filelib:is_regular(filename:join(Dir, F)) end,
+                   ["schema.DAT", "FALLBACK.BUP"]) of
         true -> ok;
         false ->
             case mnesia:create_schema([node()]) of
                 ok -> ok;
-                {error, E} -> throw({storage, {create_schema, Dir, E}})
+                {error, E} -> fail("cannot create the Mnesia schema in ~ts: ~0tp", [Dir, E])
             end
-    end,
+    end.
+
+start_mnesia(Dir) ->
     case application:ensure_all_started(mnesia) of
         {ok, _} -> ok;
-        {error, E2} -> throw({storage, {mnesia_start, Dir, E2}})
-    end,
-    case lists:member(node(), mnesia:table_info(schema, disc_copies)) of
-        true -> ok;
-        false -> throw({storage, {schema_of_other_node, Dir, mnesia:table_info(schema, disc_copies)}})
-    end,
-    lists:foreach(fun create_table/1, ?TABLES),
-    case mnesia:wait_for_tables([T || {T, _, _} <- ?TABLES], 600000) of
-        ok -> ok;
-        {timeout, Missing} -> {error, {tables_not_loaded, Missing}};
-        {error, _} = Error -> Error
+        {error, E} -> fail("Mnesia did not start on ~ts: ~0tp", [Dir, E])
     end.
+
+%% A database created under another node name starts, but holds no disc
+%% copies for this node: writes would not be kept.
+check_owner(Dir) ->
+    Owners = mnesia:table_info(schema, disc_copies),
+    lists:member(node(), Owners) orelse
+        fail("the database in ~ts belongs to node ~ts, but this node is ~ts: start the node "
+             "under that name (THRONG_NODE) or move the directory away",
+             [Dir, lists:join(", ", [atom_to_list(N) || N <- Owners]), node()]).
 
 create_table({Name, Type, Fields}) ->
     case mnesia:create_table(Name, [{disc_copies, [node()]}, {type, Type},
                                     {attributes, Fields}]) of
         {atomic, ok} -> ok;
         {aborted, {already_exists, Name}} -> ok;
-        {aborted, Why} -> throw({storage, {create_table, Name, Why}})
+        {aborted, Why} -> fail("cannot create the table ~p: ~0tp", [Name, Why])
     end.
 
+wait_for_tables() ->
+    Tables = [T || {T, _, _} <- ?TABLES],
+    case mnesia:wait_for_tables(Tables, ?LOAD_TIMEOUT_MS) of
+        ok -> ok;
+        {timeout, Missing} ->
+            fail("tables ~p not loaded after ~b s", [Missing, ?LOAD_TIMEOUT_MS div 1000]);
+        {error, E} -> fail("cannot load the tables: ~0tp", [E])
+    end.
+
+-spec fail(io:format(), [term()]) -> no_return().
+fail(Format, Args) ->
+    throw({storage_init, fmt(Format, Args)}).
+
+fmt(Format, Args) ->
+    lists:flatten(io_lib:format(Format, Args)).
+
+%%% Transactions and reads
+
+%% A write: committed, then fsynced with the writers of the same moment.
 tx(F) ->
+    tx(F, fun(_) -> ok end).
+
+%% Undo runs on the result when the commit could not be made durable, before
+%% the failure is raised.
+tx(F, Undo) ->
     case mnesia:sync_transaction(F) of
         {atomic, Result} ->
-            ok = throng_mnesia_sync:sync(),
-            Result;
+            case throng_mnesia_sync:sync() of
+                ok -> Result;
+                {error, Why} ->
+                    Undo(Result),
+                    failed({sync, Why})
+            end;
         {aborted, Why} ->
-            error({storage_aborted, Why})
+            failed({aborted, Why})
     end.
+
+dirty_read(Tab, Key) ->
+    try mnesia:dirty_read(Tab, Key)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+dirty_select(Tab, MatchSpec) ->
+    try mnesia:dirty_select(Tab, MatchSpec)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+-spec failed(throng_storage:failure()) -> no_return().
+failed(Reason) ->
+    error({storage_failed, Reason}).
 
 %%% Accounts
 
@@ -105,7 +209,7 @@ set_credentials(U, S, Creds) ->
 
 -spec get_credentials(binary(), binary()) -> {ok, #scram_creds{}} | not_found.
 get_credentials(U, S) ->
-    case mnesia:dirty_read(throng_account, {U, S}) of
+    case dirty_read(throng_account, {U, S}) of
         [#throng_account{creds = C}] -> {ok, C};
         [] -> not_found
     end.
@@ -124,7 +228,7 @@ remove_account(U, S) ->
 
 -spec account_exists(binary(), binary()) -> boolean().
 account_exists(U, S) ->
-    mnesia:dirty_read(throng_account, {U, S}) =/= [].
+    dirty_read(throng_account, {U, S}) =/= [].
 
 -spec count_accounts(binary()) -> non_neg_integer().
 count_accounts(S) ->
@@ -132,7 +236,7 @@ count_accounts(S) ->
 
 -spec list_accounts(binary()) -> [binary()].
 list_accounts(S) ->
-    mnesia:dirty_select(throng_account, [{{throng_account, {'$1', S}, '_'}, [], ['$1']}]).
+    dirty_select(throng_account, [{{throng_account, {'$1', S}, '_'}, [], ['$1']}]).
 
 %% Batches keep each transaction (and its log record) a reasonable size.
 -define(BULK_BATCH, 500).
@@ -161,12 +265,12 @@ split(N, L) -> lists:split(N, L).
 
 -spec roster_get(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
 roster_get(U, S) ->
-    Items = [I || #throng_roster{item = I} <- mnesia:dirty_read(throng_roster, {U, S})],
+    Items = [I || #throng_roster{item = I} <- dirty_read(throng_roster, {U, S})],
     {roster_version(U, S), Items}.
 
 -spec roster_get_item(binary(), binary(), throng_storage:contact()) -> #roster_item{} | undefined.
 roster_get_item(U, S, Contact) ->
-    find(Contact, mnesia:dirty_read(throng_roster, {U, S})).
+    find(Contact, dirty_read(throng_roster, {U, S})).
 
 find(Contact, Rows) ->
     case [I || #throng_roster{item = #roster_item{jid = J} = I} <- Rows, J =:= Contact] of
@@ -211,7 +315,7 @@ bump(US, Ver) ->
 
 -spec roster_version(binary(), binary()) -> non_neg_integer().
 roster_version(U, S) ->
-    case mnesia:dirty_read(throng_roster_ver, {U, S}) of
+    case dirty_read(throng_roster_ver, {U, S}) of
         [#throng_roster_ver{version = V}] -> V;
         [] -> 0
     end.
@@ -228,20 +332,53 @@ offline_store(U, S, Msg, Max) ->
                end
        end).
 
+%% When the removal cannot be made durable the messages are written back
+%% before the failure is raised, so that they stay stored for the next try.
 -spec offline_pop(binary(), binary()) -> [#offline_msg{}].
 offline_pop(U, S) ->
     US = {U, S},
-    case mnesia:dirty_read(throng_offline, US) of
+    case dirty_read(throng_offline, US) of
         [] -> [];
         _ ->
             Rows = tx(fun() ->
                               R = mnesia:read(throng_offline, US, write),
                               mnesia:delete({throng_offline, US}),
                               R
-                      end),
+                      end,
+                      fun put_back/1),
             lists:keysort(#offline_msg.timestamp, [M || #throng_offline{msg = M} <- Rows])
+    end.
+
+put_back(Rows) ->
+    case mnesia:sync_transaction(fun() -> lists:foreach(fun mnesia:write/1, Rows) end) of
+        {atomic, ok} -> ok;
+        {aborted, Why} ->
+            logger:error(#{what => offline_put_back_failed, reason => Why,
+                           messages => length(Rows)})
     end.
 
 -spec offline_count(binary(), binary()) -> non_neg_integer().
 offline_count(U, S) ->
-    length(mnesia:dirty_read(throng_offline, {U, S})).
+    length(dirty_read(throng_offline, {U, S})).
+
+%%% Key-value store of extension modules
+
+-spec kv_get(atom(), term()) -> {ok, term()} | not_found.
+kv_get(Bucket, Key) when is_atom(Bucket) ->
+    case dirty_read(throng_kv, {Bucket, Key}) of
+        [#throng_kv{value = V}] -> {ok, V};
+        [] -> not_found
+    end.
+
+-spec kv_put(atom(), term(), term()) -> ok.
+kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
+    tx(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end).
+
+-spec kv_delete(atom(), term()) -> ok.
+kv_delete(Bucket, Key) when is_atom(Bucket) ->
+    tx(fun() -> mnesia:delete({throng_kv, {Bucket, Key}}) end).
+
+%% A scan of the whole table: for administration and tests.
+-spec kv_keys(atom()) -> [term()].
+kv_keys(Bucket) when is_atom(Bucket) ->
+    dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).

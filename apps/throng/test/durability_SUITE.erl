@@ -1,0 +1,163 @@
+%% @doc The error contract of storage against the real server and Mnesia: a
+%% write returns only when it is on disk; when the fsync of the log fails
+%% (here `mnesia:sync_log/0' made to fail with meck) or the transaction
+%% aborts, the write raises `error({storage_failed, Reason})' instead of
+%% answering, every writer grouped into a failing sync gets that error, and
+%% the next write after a failure is durable again.
+-module(durability_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+-include("throng.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(S, <<"localhost">>).
+
+all() ->
+    [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
+     offline_pop_keeps_messages_when_sync_fails, sync_process_down_fails_the_write,
+     aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database].
+
+init_per_testcase(_TC, Config) ->
+    throng_ct:start(Config),
+    throng_ct:register(<<"alice">>, <<"password">>),
+    Config.
+
+end_per_testcase(_TC, _Config) ->
+    catch meck:unload(mnesia),
+    throng_ct:stop().
+
+%% The Reason of the storage_failed error Fun raises; fails if it returns.
+failure(Fun) ->
+    try Fun() of
+        Result -> ct:fail({returned, Result})
+    catch
+        error:{storage_failed, Reason} -> Reason
+    end.
+
+fail_syncs_with(Error) ->
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = meck:expect(mnesia, sync_log, fun() -> Error end).
+
+creds() ->
+    throng_auth:make_creds(<<"password">>).
+
+msg(Body) ->
+    #offline_msg{timestamp = os:system_time(microsecond), from = <<"bob@localhost/x">>,
+                 packet = <<"<message>", Body/binary, "</message>">>}.
+
+%%% Cases
+
+%% Each kind of write raises {storage_failed, {sync, _}} when its sync fails.
+every_write_fails_when_sync_fails(_Config) ->
+    fail_syncs_with({error, {file_error, "LATEST.LOG", eio}}),
+    Sync = {sync, {file_error, "LATEST.LOG", eio}},
+    Item = #roster_item{jid = {<<"bob">>, ?S}},
+    Writes = [fun() -> throng_storage:create_account(<<"carol">>, ?S, creds()) end,
+              fun() -> throng_storage:set_credentials(<<"alice">>, ?S, creds()) end,
+              fun() -> throng_storage:roster_update(<<"alice">>, ?S, {<<"bob">>, ?S},
+                                                    fun(_) -> {set, Item} end) end,
+              fun() -> throng_storage:offline_store(<<"alice">>, ?S, msg(<<"1">>), 10) end,
+              fun() -> throng_storage:kv_put(?MODULE, k, v) end,
+              fun() -> throng_storage:kv_delete(?MODULE, k) end,
+              fun() -> throng_storage:bulk_create(?S, [{<<"dave">>, creds(), []}]) end,
+              fun() -> throng_storage:remove_account(<<"alice">>, ?S) end],
+    [?assertEqual(Sync, failure(W)) || W <- Writes],
+    %% Syncing works again: writes are acknowledged.
+    meck:unload(mnesia),
+    ok = throng_storage:kv_put(?MODULE, k, v2),
+    ?assertEqual({ok, v2}, throng_storage:kv_get(?MODULE, k)).
+
+%% Writers that share a failing sync all get the error; the write after it
+%% is acknowledged.
+grouped_writers_all_get_the_error(_Config) ->
+    Test = self(),
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = meck:expect(mnesia, sync_log,
+                     fun() ->
+                             Test ! {sync_started, self()},
+                             receive {finish, Result} -> Result() end
+                     end),
+    First = put_async(first),
+    Worker1 = sync_started(),
+    Group = [put_async(N) || N <- lists:seq(1, 8)],
+    wait_queued(8),
+    Worker1 ! {finish, fun() -> meck:passthrough([]) end},
+    ?assertEqual(ok, result(First)),
+    Worker2 = sync_started(),
+    Worker2 ! {finish, fun() -> {error, eio} end},
+    ?assertEqual([{storage_failed, {sync, eio}} || _ <- Group], [result(W) || W <- Group]),
+    Later = put_async(later),
+    Worker3 = sync_started(),
+    Worker3 ! {finish, fun() -> meck:passthrough([]) end},
+    ?assertEqual(ok, result(Later)),
+    ?assertEqual({ok, later}, throng_storage:kv_get(?MODULE, later)).
+
+put_async(Key) ->
+    Test = self(),
+    spawn_link(fun() ->
+                       R = try throng_storage:kv_put(?MODULE, Key, Key)
+                           catch error:{storage_failed, _} = E -> E
+                           end,
+                       Test ! {written, self(), R}
+               end).
+
+sync_started() ->
+    receive {sync_started, Worker} -> Worker
+    after 5000 -> ct:fail(no_sync_started)
+    end.
+
+result(Writer) ->
+    receive {written, Writer, R} -> R
+    after 5000 -> ct:fail({no_result, Writer})
+    end.
+
+%% Writers queued for the sync after the running one (white box: the
+%% record of throng_mnesia_sync).
+wait_queued(N) ->
+    case sys:get_state(throng_mnesia_sync) of
+        {st, _, _, Next} when length(Next) =:= N -> ok;
+        _ -> timer:sleep(5), wait_queued(N)
+    end.
+
+%% Popping offline messages whose removal cannot be synced raises, and the
+%% messages are still there for the next pop.
+offline_pop_keeps_messages_when_sync_fails(_Config) ->
+    [ok = throng_storage:offline_store(<<"alice">>, ?S, msg(B), 10) || B <- [<<"1">>, <<"2">>]],
+    fail_syncs_with({error, eio}),
+    ?assertEqual({sync, eio}, failure(fun() -> throng_storage:offline_pop(<<"alice">>, ?S) end)),
+    ?assertEqual(2, throng_storage:offline_count(<<"alice">>, ?S)),
+    meck:unload(mnesia),
+    Msgs = throng_storage:offline_pop(<<"alice">>, ?S),
+    ?assertEqual([<<"<message>1</message>">>, <<"<message>2</message>">>],
+                 [P || #offline_msg{packet = P} <- Msgs]),
+    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, ?S)).
+
+%% A write while the group-commit process is down is not acknowledged; once
+%% its supervisor has restarted it, writes work.
+sync_process_down_fails_the_write(_Config) ->
+    ok = supervisor:terminate_child(throng_services_sup, throng_mnesia_sync),
+    ?assertMatch({sync, {sync_process, _}},
+                 failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)),
+    {ok, _} = supervisor:restart_child(throng_services_sup, throng_mnesia_sync),
+    ok = throng_storage:kv_put(?MODULE, k, v).
+
+%% A transaction that aborts raises {storage_failed, {aborted, _}} and
+%% changes nothing.
+aborted_transaction_is_storage_failed(_Config) ->
+    Before = throng_storage:roster_get(<<"alice">>, ?S),
+    ?assertMatch({aborted, _},
+                 failure(fun() ->
+                                 throng_storage:roster_update(<<"alice">>, ?S, {<<"bob">>, ?S},
+                                                              fun(_) -> error(oops) end)
+                         end)),
+    ?assertEqual(Before, throng_storage:roster_get(<<"alice">>, ?S)).
+
+%% With Mnesia stopped, reads raise the same error as writes.
+reads_fail_the_same_way_without_database(_Config) ->
+    stopped = mnesia:stop(),
+    ?assertMatch({aborted, _},
+                 failure(fun() -> throng_storage:account_exists(<<"alice">>, ?S) end)),
+    ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_get(?MODULE, k) end)),
+    ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)).

@@ -1,0 +1,85 @@
+%% @doc The key-value store for extension modules (throng_storage:kv_*) on
+%% the Mnesia backend: values by bucket and key, buckets kept apart, keys
+%% of any term, and values that survive a restart of the application.
+-module(storage_kv_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(KV, throng_storage).
+
+all() ->
+    [put_get_delete, buckets_are_separate, keys_of_a_bucket, keys_are_any_term,
+     values_survive_restart].
+
+init_per_testcase(_TC, Config) ->
+    Dir = filename:join(?config(priv_dir, Config),
+                        "kv-" ++ integer_to_list(erlang:unique_integer([positive]))),
+    start_in(Dir),
+    [{data_dir, Dir} | Config].
+
+end_per_testcase(_TC, _Config) ->
+    throng_ct:stop().
+
+%% Starts the server on a given data directory (throng_ct:start/1 makes a
+%% new one each time).
+start_in(Dir) ->
+    ok = application:set_env(throng, config, throng_ct:config(#{data_dir => list_to_binary(Dir)})),
+    {ok, _} = application:ensure_all_started(throng),
+    ok.
+
+%%% Cases
+
+%% A value is read back as stored, replaced by a later put, and gone after a
+%% delete; deleting an absent key is ok.
+put_get_delete(_Config) ->
+    ?assertEqual(not_found, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_put(mod_a, k, #{count => 1}),
+    ?assertEqual({ok, #{count => 1}}, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_put(mod_a, k, [other, value]),
+    ?assertEqual({ok, [other, value]}, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_delete(mod_a, k),
+    ?assertEqual(not_found, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_delete(mod_a, k).
+
+%% The same key in two buckets holds two values.
+buckets_are_separate(_Config) ->
+    ok = ?KV:kv_put(mod_a, k, a),
+    ok = ?KV:kv_put(mod_b, k, b),
+    ?assertEqual({ok, a}, ?KV:kv_get(mod_a, k)),
+    ?assertEqual({ok, b}, ?KV:kv_get(mod_b, k)),
+    ok = ?KV:kv_delete(mod_a, k),
+    ?assertEqual({ok, b}, ?KV:kv_get(mod_b, k)).
+
+%% kv_keys lists the keys of one bucket only.
+keys_of_a_bucket(_Config) ->
+    ?assertEqual([], ?KV:kv_keys(mod_a)),
+    [ok = ?KV:kv_put(mod_a, N, N * N) || N <- lists:seq(1, 5)],
+    ok = ?KV:kv_put(mod_b, 99, x),
+    ?assertEqual([1, 2, 3, 4, 5], lists:sort(?KV:kv_keys(mod_a))),
+    ?assertEqual([99], ?KV:kv_keys(mod_b)).
+
+%% Keys are compared exactly (1 and 1.0 differ); tuples of binaries, the
+%% usual per-user key, work.
+keys_are_any_term(_Config) ->
+    User = {<<"alice">>, <<"localhost">>},
+    ok = ?KV:kv_put(mod_a, User, <<"prefs">>),
+    ok = ?KV:kv_put(mod_a, 1, integer),
+    ok = ?KV:kv_put(mod_a, 1.0, float),
+    ?assertEqual({ok, <<"prefs">>}, ?KV:kv_get(mod_a, User)),
+    ?assertEqual({ok, integer}, ?KV:kv_get(mod_a, 1)),
+    ?assertEqual({ok, float}, ?KV:kv_get(mod_a, 1.0)).
+
+%% What was put (and not deleted) is there after the application and Mnesia
+%% are stopped and started again on the same directory.
+values_survive_restart(Config) ->
+    ok = ?KV:kv_put(mod_a, kept, {1, <<"one">>}),
+    ok = ?KV:kv_put(mod_a, gone, 2),
+    ok = ?KV:kv_delete(mod_a, gone),
+    throng_ct:stop(),
+    start_in(?config(data_dir, Config)),
+    ?assertEqual({ok, {1, <<"one">>}}, ?KV:kv_get(mod_a, kept)),
+    ?assertEqual(not_found, ?KV:kv_get(mod_a, gone)),
+    ?assertEqual([kept], ?KV:kv_keys(mod_a)).
