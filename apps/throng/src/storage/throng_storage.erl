@@ -18,7 +18,7 @@
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4, roster_version/2]).
--export([offline_store/4, offline_pop/2, offline_count/2]).
+-export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
 
 -type luser() :: binary().
 -type lserver() :: binary().
@@ -57,6 +57,9 @@
 %% Removes and returns the user's stored messages, oldest first.
 -callback offline_pop(luser(), lserver()) -> [#offline_msg{}].
 -callback offline_count(luser(), lserver()) -> non_neg_integer().
+%% Messages held for every user together (statistics: read once a second, so
+%% it must be cheap, e.g. a table's size rather than a scan).
+-callback offline_total() -> non_neg_integer().
 
 -define(BACKEND_KEY, {?MODULE, backend}).
 
@@ -122,3 +125,6 @@ offline_pop(U, S) -> (backend()):offline_pop(U, S).
 
 -spec offline_count(luser(), lserver()) -> non_neg_integer().
 offline_count(U, S) -> (backend()):offline_count(U, S).
+
+-spec offline_total() -> non_neg_integer().
+offline_total() -> (backend()):offline_total().

@@ -10,7 +10,7 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
-         offline_store/4, offline_pop/2, offline_count/2]).
+         offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
@@ -245,3 +245,9 @@ offline_pop(U, S) ->
 -spec offline_count(binary(), binary()) -> non_neg_integer().
 offline_count(U, S) ->
     length(mnesia:dirty_read(throng_offline, {U, S})).
+
+%% @doc The size of the offline table: one row per message (a bag), read in
+%% constant time.
+-spec offline_total() -> non_neg_integer().
+offline_total() ->
+    mnesia:table_info(throng_offline, size).
