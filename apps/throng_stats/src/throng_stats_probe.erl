@@ -8,9 +8,10 @@
 %% (`{system, From, {debug, {statistics, get}}}'), which every gen_statem
 %% answers from its main loop, in queue order, without running any Throng
 %% code and without cancelling its timeouts: no hook in the router or the
-%% connection. The sessions are visited round robin by walking the session
-%% table from where the last probe stopped (one ets:next per probe), so
-%% over time every session is sampled alike.
+%% connection. The sessions are visited round robin through
+%% {@link throng_info:next_session/1} (one ets:next of the session table per
+%% probe, from where the last one stopped), so over time every session is
+%% sampled alike.
 %%
 %% A probe not answered within 10 seconds counts as lost (the session ended,
 %% or its process is stuck: both worth seeing). Rate: application env
@@ -18,19 +19,16 @@
 -module(throng_stats_probe).
 -behaviour(gen_server).
 
--include_lib("throng/include/throng.hrl").
-
 -export([start_link/0, read/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(TAB, throng_stats).
--define(SESSIONS, throng_session).
 -define(LOST_AFTER_US, 10000000).
 
 -record(st, {hist :: counters:counters_ref(),
              counts :: counters:counters_ref(),   %% sent, answered, lost
              every :: pos_integer() | infinity,   %% ms between probes
-             cursor :: term(),
+             cursor :: throng_info:session_cursor() | undefined,
              inflight = #{} :: #{reference() => integer()}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -91,37 +89,15 @@ schedule(infinity) -> ok;
 schedule(Ms) -> erlang:send_after(Ms, self(), probe), ok.
 
 probe(#st{cursor = Cursor, inflight = In, counts = Counts} = St) ->
-    case next_session(Cursor) of
-        {Key, Pid} ->
+    case throng_info:next_session(Cursor) of
+        {Next, Pid} ->
             Ref = make_ref(),
             Pid ! {system, {self(), Ref}, {debug, {statistics, get}}},
             counters:add(Counts, 1, 1),
-            St#st{cursor = Key,
+            St#st{cursor = Next,
                   inflight = In#{Ref => erlang:monotonic_time(microsecond)}};
         none ->
             St#st{cursor = undefined}
-    end.
-
-%% The session after Cursor in the table (wrapping around), with its pid.
-next_session(Cursor) ->
-    case ets:whereis(?SESSIONS) of
-        undefined -> none;
-        _ ->
-            Next = case Cursor of
-                       undefined -> ets:first(?SESSIONS);
-                       _ -> case ets:next(?SESSIONS, Cursor) of
-                                '$end_of_table' -> ets:first(?SESSIONS);
-                                K -> K
-                            end
-                   end,
-            case Next of
-                '$end_of_table' -> none;
-                {{U, S}, R} = Key ->
-                    case throng_sm:lookup(#jid{user = U, server = S, resource = R}) of
-                        Pid when is_pid(Pid) -> {Key, Pid};
-                        undefined -> none
-                    end
-            end
     end.
 
 expire(#st{inflight = In, counts = Counts} = St) ->

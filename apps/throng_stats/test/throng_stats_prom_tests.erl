@@ -50,3 +50,14 @@ prometheus_empty_test() ->
     ?assertEqual(#{families => #{}, samples => #{}},
                  ?P:parse(throng_stats_prom:render(#{}))).
 
+
+%% Every counter of the server is exported under its own declaration (from
+%% throng_metrics, through throng_info), never the generic one.
+server_counters_declared_test() ->
+    Server = [{throng_stats_spec:server_metric(N), K, H}
+              || #{name := N, kind := K, help := H} <- throng_info:metrics()],
+    ?assert(length(Server) > 20),
+    [?assertMatch(#{type := K, help := H}, throng_stats_spec:lookup(Name))
+     || {Name, K, H} <- Server],
+    ?assertEqual(<<"Undeclared metric.">>,
+                 maps:get(help, throng_stats_spec:lookup(throng_some_new_counter))).
