@@ -47,8 +47,9 @@ start_link() ->
 %% exactly as the per-second ones are taken (then drops their effect on the
 %% rates, decays and history), and returns the wall time and the node's CPU
 %% time (user + system of the whole OS process, dirty I/O threads included,
-%% from /proc/self/stat, 10 ms resolution) they took. CPU time spent by the
-%% rest of the node meanwhile is counted too: measure an idle node.
+%% from /proc/self/stat, counted in clock ticks: 10 ms at the usual USER_HZ
+%% of 100) they took. CPU time spent by the rest of the node meanwhile is
+%% counted too: measure an idle node.
 -spec measure(pos_integer()) -> #{ticks := pos_integer(), wall_us := integer(),
                                   cpu_us := integer() | undefined}.
 measure(N) when is_integer(N), N > 0 ->
@@ -231,18 +232,9 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
 
 %% The node's CPU time (user + system), microseconds.
 cpu_us() ->
-    case file:read_file("/proc/self/stat") of
-        {ok, B} ->
-            #{utime := U, stime := S} = throng_stats_proc:self_stat(B),
-            (U + S) * 1000000 div clock_ticks();
-        {error, _} ->
-            undefined
-    end.
-
-clock_ticks() ->
-    case file:read_file("/proc/self/auxv") of
-        {ok, Aux} -> maps:get(17, throng_stats_proc:auxv(Aux), 100);
-        {error, _} -> 100
+    case throng_proc_sample:sample(self) of
+        undefined -> undefined;
+        S -> round(throng_proc_sample:cpu_seconds(S) * 1000000)
     end.
 
 to_list(Series) ->
