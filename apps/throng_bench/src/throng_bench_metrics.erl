@@ -26,7 +26,7 @@
 -type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
                     | stream_error | other.
 -type snapshot() :: #{counters := #{counter() => integer()},
-                      hists := #{hist_name() => throng_bench_hist:snapshot()},
+                      hists := #{hist_name() => throng_hist:snapshot()},
                       other_reasons := #{binary() => non_neg_integer()},
                       memory := non_neg_integer(),
                       vms := non_neg_integer()}.
@@ -61,11 +61,11 @@ init() ->
         undefined ->
             C = counters:new(length(counter_names()), [write_concurrency]),
             persistent_term:put(?KEY, C),
-            [persistent_term:put({?MODULE, H}, throng_bench_hist:new()) || H <- hist_names()],
+            [persistent_term:put({?MODULE, H}, throng_hist:new()) || H <- hist_names()],
             ok;
         C ->
             [counters:put(C, I, 0) || I <- lists:seq(1, length(counter_names()))],
-            [throng_bench_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
+            [throng_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
             ok
     end,
     case ets:whereis(?REASONS) of
@@ -93,7 +93,7 @@ sub(Name, N) -> counters:sub(persistent_term:get(?KEY), ix(Name), N).
 
 %% @doc Record a duration in microseconds in a histogram.
 -spec observe(hist_name(), integer()) -> ok.
-observe(Name, Us) -> throng_bench_hist:record(persistent_term:get({?MODULE, Name}), Us).
+observe(Name, Us) -> throng_hist:record(persistent_term:get({?MODULE, Name}), Us).
 
 %% @doc Count one error, classifying an arbitrary reason.
 -spec count_error(term()) -> error_type().
@@ -145,7 +145,7 @@ snapshot() ->
     C = persistent_term:get(?KEY),
     Names = counter_names(),
     Counters = maps:from_list(lists:zip(Names, [counters:get(C, I) || I <- lists:seq(1, length(Names))])),
-    Hists = maps:from_list([{H, throng_bench_hist:snapshot(persistent_term:get({?MODULE, H}))}
+    Hists = maps:from_list([{H, throng_hist:snapshot(persistent_term:get({?MODULE, H}))}
                             || H <- hist_names()]),
     Reasons = try maps:from_list(ets:tab2list(?REASONS)) catch error:badarg -> #{} end,
     #{counters => Counters, hists => Hists, other_reasons => Reasons,
@@ -163,7 +163,7 @@ vm_memory() ->
 -spec empty_snapshot() -> snapshot().
 empty_snapshot() ->
     #{counters => maps:from_list([{N, 0} || N <- counter_names()]),
-      hists => maps:from_list([{H, throng_bench_hist:empty()} || H <- hist_names()]),
+      hists => maps:from_list([{H, throng_hist:empty()} || H <- hist_names()]),
       other_reasons => #{}, memory => 0, vms => 0}.
 
 %% @doc Add up the snapshots of two VMs.
@@ -171,7 +171,7 @@ empty_snapshot() ->
 merge(#{counters := C1, hists := H1, other_reasons := R1, memory := M1, vms := V1},
       #{counters := C2, hists := H2, other_reasons := R2, memory := M2, vms := V2}) ->
     #{counters => maps:map(fun(K, V) -> V + maps:get(K, C2, 0) end, C1),
-      hists => maps:map(fun(K, V) -> throng_bench_hist:merge(V, maps:get(K, H2)) end, H1),
+      hists => maps:map(fun(K, V) -> throng_hist:merge(V, maps:get(K, H2)) end, H1),
       other_reasons => maps:fold(fun(K, V, Acc) -> Acc#{K => V + maps:get(K, Acc, 0)} end, R1, R2),
       memory => M1 + M2, vms => V1 + V2}.
 

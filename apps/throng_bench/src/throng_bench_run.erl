@@ -166,8 +166,8 @@ row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Me
     Errs = [{T1, Rate(list_to_atom("err_" ++ atom_to_list(T1)))}
             || T1 <- throng_bench_metrics:error_types()],
     Pct = fun(H, Q) ->
-                  D = throng_bench_hist:subtract(maps:get(H, CH), maps:get(H, PH)),
-                  case throng_bench_hist:percentile(D, Q) of
+                  D = throng_hist:subtract(maps:get(H, CH), maps:get(H, PH)),
+                  case throng_hist:percentile(D, Q) of
                       undefined -> undefined;
                       V -> V / 1000
                   end

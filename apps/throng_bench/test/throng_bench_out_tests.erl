@@ -9,8 +9,8 @@ snapshot(Logins, Delivered) ->
     E#{counters => C#{logins => Logins, sessions => Logins, users_launched => Logins,
                       msgs_sent => Delivered + 2, msgs_received => Delivered,
                       err_timeout => 3},
-       hists => H#{login => throng_bench_hist:from_list([1000 * I || I <- lists:seq(1, Logins)]),
-                   delivery => throng_bench_hist:from_list(lists:seq(100, 100 + Delivered))},
+       hists => H#{login => throng_hist:from_list([1000 * I || I <- lists:seq(1, Logins)]),
+                   delivery => throng_hist:from_list(lists:seq(100, 100 + Delivered))},
        memory => 1000000}.
 
 rows() ->

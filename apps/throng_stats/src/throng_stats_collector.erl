@@ -35,8 +35,8 @@
             series = #{} :: #{key() => entry()},
             ticks = 0 :: non_neg_integer(),
             tick_s = 0.0 :: float(),
-            lat_prev :: throng_stats_hist:reading() | undefined,
-            lat_window = [] :: [throng_stats_hist:reading()],
+            lat_prev :: throng_hist:snapshot() | undefined,
+            lat_window = [] :: [throng_hist:snapshot()],
             lat_decay :: throng_stats_decay:decay() | undefined}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -205,17 +205,17 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
                        || {K, V} <- lists:sort(maps:to_list(Counts))],
             Tick = case Prev of
                        undefined -> Hist;
-                       _ -> throng_stats_hist:diff(Hist, Prev)
+                       _ -> throng_hist:subtract(Hist, Prev)
                    end,
-            {Mean, Decay1} = case Tick of
-                                 #{count := 0} -> {null, Decay};
-                                 #{count := N, sum_us := Sum} ->
-                                     M = Sum / N / 1000000,
+            {Mean, Decay1} = case throng_hist:count(Tick) of
+                                 0 -> {null, Decay};
+                                 _ ->
+                                     M = throng_hist:mean(Tick) / 1000000,
                                      {M, decay(Decay, M, Dt)}
                              end,
             Window1 = lists:sublist([Hist | Window], ?LATENCY_WINDOW + 1),
-            Span = throng_stats_hist:diff(Hist, lists:last(Window1)),
-            Q = fun(X) -> case throng_stats_hist:quantile(maps:get(counts, Span), X) of
+            Span = throng_hist:subtract(Hist, lists:last(Window1)),
+            Q = fun(P) -> case throng_hist:percentile(Span, P) of
                               undefined -> null;
                               Us -> Us / 1000000
                           end
@@ -225,8 +225,8 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
                                   _ -> throng_stats_decay:averages(Decay1)
                               end,
             Report = #{now => Mean, avg1 => A1, avg10 => A10, avg100 => A100,
-                       p50 => Q(0.5), p90 => Q(0.9), p99 => Q(0.99),
-                       window_count => maps:get(count, Span), histogram => Hist},
+                       p50 => Q(50), p90 => Q(90), p99 => Q(99),
+                       window_count => throng_hist:count(Span), histogram => Hist},
             {Samples, Report, C#c{lat_prev = Hist, lat_window = Window1, lat_decay = Decay1}}
     end.
 

@@ -1,6 +1,7 @@
 %% @doc Routing latency, measured by sampling: a few times a second a probe
 %% is put in the message queue of one session process and the time until
-%% that process answers it is recorded in a histogram.
+%% that process answers it is recorded in a histogram (throng_lib's
+%% throng_hist, microseconds).
 %%
 %% What a stanza routed to a session waits for is that process's queue: the
 %% messages ahead of it, the process being scheduled (and woken from
@@ -25,7 +26,7 @@
 -define(TAB, throng_stats).
 -define(LOST_AFTER_US, 10000000).
 
--record(st, {hist :: counters:counters_ref(),
+-record(st, {hist :: throng_hist:hist(),
              counts :: counters:counters_ref(),   %% sent, answered, lost
              every :: pos_integer() | infinity,   %% ms between probes
              cursor :: throng_info:session_cursor() | undefined,
@@ -36,12 +37,12 @@ start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
 %% @doc The histogram and the probe counts so far (empty before start).
--spec read() -> {throng_stats_hist:reading(), #{sent | answered | lost => non_neg_integer()}}
+-spec read() -> {throng_hist:snapshot(), #{sent | answered | lost => non_neg_integer()}}
               | undefined.
 read() ->
     case ets:lookup(?TAB, probe) of
         [{probe, Hist, Counts}] ->
-            {throng_stats_hist:read(Hist),
+            {throng_hist:snapshot(Hist),
              #{sent => counters:get(Counts, 1), answered => counters:get(Counts, 2),
                lost => counters:get(Counts, 3)}};
         [] ->
@@ -50,7 +51,7 @@ read() ->
 
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
-    Hist = throng_stats_hist:new(),
+    Hist = throng_hist:new(),
     Counts = counters:new(3, []),
     true = ets:insert(?TAB, {probe, Hist, Counts}),
     Every = case application:get_env(throng_stats, route_probes_per_second, 10) of
@@ -76,7 +77,7 @@ handle_info({Ref, _Reply}, #st{inflight = In, hist = Hist, counts = Counts} = St
   when is_reference(Ref) ->
     case maps:take(Ref, In) of
         {T0, In1} ->
-            throng_stats_hist:observe(Hist, erlang:monotonic_time(microsecond) - T0),
+            throng_hist:record(Hist, erlang:monotonic_time(microsecond) - T0),
             counters:add(Counts, 2, 1),
             {noreply, St#st{inflight = In1}};
         error ->

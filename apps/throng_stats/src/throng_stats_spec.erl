@@ -14,7 +14,7 @@
 %% {@link throng_stats_prom} appends.
 -module(throng_stats_spec).
 
--export([all/0, lookup/1, server_metric/1]).
+-export([all/0, lookup/1, server_metric/1, latency_buckets/0]).
 
 -type type() :: counter | gauge | histogram.
 -type metric() :: #{name := atom(), type := type(), unit := binary(), help := binary()}.
@@ -46,6 +46,13 @@ lookup(Name) ->
 -spec server_metric(atom()) -> atom().
 server_metric(Name) ->
     binary_to_atom(<<"throng_", (atom_to_binary(Name))/binary>>).
+
+%% @doc The buckets of throng_route_latency_seconds: upper bounds in
+%% microseconds, 1-2.5-5 from 50 us to 10 s, then +Inf.
+-spec latency_buckets() -> [pos_integer() | infinity].
+latency_buckets() ->
+    [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
+     250000, 500000, 1000000, 2500000, 5000000, 10000000, infinity].
 
 server() ->
     [{server_metric(N), K, U, H} || #{name := N, kind := K, unit := U, help := H} <- throng_info:metrics()].

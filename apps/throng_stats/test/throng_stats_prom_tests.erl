@@ -31,7 +31,7 @@ prometheus_queue_top_test() ->
 prometheus_histogram_test() ->
     P = ?P:parse(throng_stats_prom:render(snapshot())),
     Buckets = ?P:family(P, <<"throng_route_latency_seconds_bucket">>),
-    ?assertEqual(length(throng_stats_hist:bounds()), length(Buckets)),
+    ?assertEqual(length(throng_stats_spec:latency_buckets()), length(Buckets)),
     ?assertEqual(4.0, ?P:value(P, <<"throng_route_latency_seconds_bucket">>,
                                [{<<"le">>, <<"+Inf">>}])),
     ?assertEqual(1.0, ?P:value(P, <<"throng_route_latency_seconds_bucket">>,

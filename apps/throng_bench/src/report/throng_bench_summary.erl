@@ -31,8 +31,8 @@ error_count(C) ->
 latency(#{hists := H}, Names) ->
     maps:from_list([{N, maps:map(fun(count, V) -> V;
                                     (_, V) -> ms(V)
-                                 end, throng_bench_hist:summary(S))}
-                    || N <- Names, S <- [maps:get(N, H)], throng_bench_hist:count(S) > 0]).
+                                 end, throng_hist:summary(S))}
+                    || N <- Names, S <- [maps:get(N, H)], throng_hist:count(S) > 0]).
 
 %% @doc us -> ms (undefined stays).
 -spec ms(number() | undefined) -> number() | undefined.

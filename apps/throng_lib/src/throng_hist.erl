@@ -1,6 +1,7 @@
-%% @doc HDR-style latency histogram.
+%% @doc HDR-style latency histogram: the one histogram of throng-bench (every
+%% timed transaction) and throng_stats (the routing-latency probes).
 %%
-%% Values are non-negative integers (throng-bench records microseconds).
+%% Values are non-negative integers (both record microseconds).
 %% Buckets are log-linear: values below 128 have a bucket each; above that,
 %% every power of two [2^k, 2^(k+1)) is split into 128 equal sub-buckets, so a
 %% bucket is never wider than 1/128 (0.8 %) of its lower bound: two
@@ -11,14 +12,15 @@
 %% adds to its own copy, no lock, no message) plus an `atomics' array for the
 %% exact min and max. Recording is a handful of BIF calls from any process.
 %% A {@link snapshot()} is a plain term (sparse bucket map) that can be sent
-%% between VMs, merged, subtracted (for per-interval views) and queried for
-%% percentiles.
--module(throng_bench_hist).
+%% between VMs, merged, subtracted (for per-interval views), queried for
+%% percentiles, and counted against fixed bounds for Prometheus
+%% ({@link le_counts/2}).
+-module(throng_hist).
 
 -export([new/0, record/2, reset/1, snapshot/1,
          empty/0, from_list/1, merge/2, subtract/2,
          count/1, sum/1, mean/1, max/1, min/1, percentile/2, summary/1,
-         index/1, bounds/1, value_at/1, bars/2, nbuckets/0]).
+         le_counts/2, index/1, bounds/1, value_at/1, bars/2, nbuckets/0]).
 
 -export_type([hist/0, snapshot/0]).
 
@@ -180,6 +182,28 @@ summary(S) ->
     #{count => count(S), mean => mean(S), min => min(S), max => max(S),
       p50 => percentile(S, 50), p90 => percentile(S, 90), p99 => percentile(S, 99),
       p999 => percentile(S, 99.9)}.
+
+%% @doc Cumulative counts at ascending upper bounds (the `le' buckets of a
+%% Prometheus histogram; `infinity' counts everything): for each bound, the
+%% values at or below it. Exact up to 255; above, a bucket that holds the
+%% bound counts whole, so values up to 1/128 above a bound may count as
+%% below it.
+-spec le_counts(snapshot(), [non_neg_integer() | infinity]) -> [non_neg_integer()].
+le_counts(#{buckets := B, count := N}, Bounds) ->
+    Sorted = lists:sort(maps:to_list(B)),
+    le_counts(Sorted, Bounds, 0, N).
+
+le_counts(_Buckets, [], _Acc, _N) ->
+    [];
+le_counts(_Buckets, [infinity | Rest], _Acc, N) ->
+    [N | le_counts([], Rest, N, N)];
+le_counts([{I, C} | More] = Buckets, [Bound | Rest] = Bounds, Acc, N) ->
+    case element(1, bounds(I)) =< Bound of
+        true -> le_counts(More, Bounds, Acc + C, N);
+        false -> [Acc | le_counts(Buckets, Rest, Acc, N)]
+    end;
+le_counts([], [_Bound | Rest], Acc, N) ->
+    [Acc | le_counts([], Rest, Acc, N)].
 
 %% @doc Bucket index of a value (0-based).
 -spec index(non_neg_integer()) -> non_neg_integer().
