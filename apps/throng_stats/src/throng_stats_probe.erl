@@ -27,7 +27,7 @@
 -define(LOST_AFTER_US, 10000000).
 
 -record(st, {hist :: throng_hist:hist(),
-             counts :: counters:counters_ref(),   %% sent, answered, lost
+             counts :: throng_counters:t(),       %% sent, answered, lost
              every :: pos_integer() | infinity,   %% ms between probes
              cursor :: throng_info:session_cursor() | undefined,
              inflight = #{} :: #{reference() => integer()}}).
@@ -42,9 +42,7 @@ start_link() ->
 read() ->
     case ets:lookup(?TAB, probe) of
         [{probe, Hist, Counts}] ->
-            {throng_hist:snapshot(Hist),
-             #{sent => counters:get(Counts, 1), answered => counters:get(Counts, 2),
-               lost => counters:get(Counts, 3)}};
+            {throng_hist:snapshot(Hist), throng_counters:to_map(Counts)};
         [] ->
             undefined
     end.
@@ -52,7 +50,7 @@ read() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     Hist = throng_hist:new(),
-    Counts = counters:new(3, []),
+    Counts = throng_counters:new([sent, answered, lost], []),
     true = ets:insert(?TAB, {probe, Hist, Counts}),
     Every = case application:get_env(throng_stats, route_probes_per_second, 10) of
                 0 -> infinity;
@@ -78,7 +76,7 @@ handle_info({Ref, _Reply}, #st{inflight = In, hist = Hist, counts = Counts} = St
     case maps:take(Ref, In) of
         {T0, In1} ->
             throng_hist:record(Hist, erlang:monotonic_time(microsecond) - T0),
-            counters:add(Counts, 2, 1),
+            throng_counters:add(Counts, answered, 1),
             {noreply, St#st{inflight = In1}};
         error ->
             {noreply, St}
@@ -94,7 +92,7 @@ probe(#st{cursor = Cursor, inflight = In, counts = Counts} = St) ->
         {Next, Pid} ->
             Ref = make_ref(),
             Pid ! {system, {self(), Ref}, {debug, {statistics, get}}},
-            counters:add(Counts, 1, 1),
+            throng_counters:add(Counts, sent, 1),
             St#st{cursor = Next,
                   inflight = In#{Ref => erlang:monotonic_time(microsecond)}};
         none ->
@@ -107,6 +105,6 @@ expire(#st{inflight = In, counts = Counts} = St) ->
     case map_size(Lost) of
         0 -> St;
         N ->
-            counters:add(Counts, 3, N),
+            throng_counters:add(Counts, lost, N),
             St#st{inflight = maps:without(maps:keys(Lost), In)}
     end.
