@@ -35,8 +35,8 @@
             series = #{} :: #{key() => entry()},
             ticks = 0 :: non_neg_integer(),
             tick_s = 0.0 :: float(),
-            lat_prev :: throng_hist:snapshot() | undefined,
-            lat_window = [] :: [throng_hist:snapshot()],
+            lat_prev :: throng_hist:snapshot() | undefined,   %% the histogram at the last tick
+            lat_window = [] :: [throng_hist:snapshot()],      %% the probes of each recent tick
             lat_decay :: throng_stats_decay:decay() | undefined}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -195,7 +195,8 @@ derive(S) ->
     Proc ++ Host ++ PerConn.
 
 %% The latency probes: counts as counters; the mean of the last tick's
-%% probes with its decays; quantiles over the last 10 seconds.
+%% probes with its decays; quantiles over the last 10 seconds. The window
+%% keeps each tick's probes (a few buckets each), not whole histograms.
 latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
     case throng_stats_probe:read() of
         undefined ->
@@ -203,18 +204,18 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
         {Hist, Counts} ->
             Samples = [{throng_route_probes, [{result, atom_to_binary(K)}], V}
                        || {K, V} <- lists:sort(maps:to_list(Counts))],
-            Tick = case Prev of
-                       undefined -> Hist;
-                       _ -> throng_hist:subtract(Hist, Prev)
-                   end,
+            {Tick, Recent} = case Prev of
+                                 undefined -> {Hist, throng_hist:empty()};
+                                 _ -> T = throng_hist:subtract(Hist, Prev), {T, T}
+                             end,
             {Mean, Decay1} = case throng_hist:count(Tick) of
                                  0 -> {null, Decay};
                                  _ ->
                                      M = throng_hist:mean(Tick) / 1000000,
                                      {M, decay(Decay, M, Dt)}
                              end,
-            Window1 = lists:sublist([Hist | Window], ?LATENCY_WINDOW + 1),
-            Span = throng_hist:subtract(Hist, lists:last(Window1)),
+            Window1 = lists:sublist([Recent | Window], ?LATENCY_WINDOW),
+            Span = lists:foldl(fun throng_hist:merge/2, throng_hist:empty(), Window1),
             Q = fun(P) -> case throng_hist:percentile(Span, P) of
                               undefined -> null;
                               Us -> Us / 1000000
