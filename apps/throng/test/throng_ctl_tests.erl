@@ -7,6 +7,7 @@
 -export([echo/1]).
 
 %% The handler of the test command: echoes one argument, refuses others.
+-spec echo([string()]) -> {0 | 1, iodata()} | usage.
 echo([Word]) -> {0, ["echo ", Word, "\n"]};
 echo(["--fail", _]) -> {1, "failed\n"};
 echo(_) -> usage.
