@@ -75,6 +75,7 @@ start_server(Root, Tmp, Port) ->
         "stats:~n  port: 0~n", [Tmp, Port])),
     Ebins = filelib:wildcard(filename:join(Root, "_build/stats/lib/*/ebin")),
     Ebins =/= [] orelse fail("no _build/stats: run `rebar3 as stats compile` first"),
+    ok = code:add_pathsa(Ebins),   %% throng_lib's /proc readings, here too
     Cmd = lists:flatten(
             ["THRONG_CONFIG=", Yml, " erl -detached -noinput -name ", atom_to_list(?NODE),
              " -setcookie throngstatsbench +P 2000000 +Q 1048576",
@@ -102,7 +103,7 @@ run(#{sessions := N, ticks := Ticks, ab_seconds := AB, procs := Procs}, Port) ->
     Clients = login_all(Port, N),
     io:format("  ~b sessions in ~.1f s~n", [length(Clients),
                                             (erlang:monotonic_time(millisecond) - T0) / 1000]),
-    Sessions = rpc:call(?NODE, throng_sm, count, []),
+    Sessions = rpc:call(?NODE, throng_info, sessions, []),
     Sessions >= N orelse fail(io_lib:format("only ~b sessions", [Sessions])),
     io:format("settling (20 s)...~n"),
     timer:sleep(20000),
@@ -133,7 +134,7 @@ run(#{sessions := N, ticks := Ticks, ab_seconds := AB, procs := Procs}, Port) ->
         0 -> ok;
         _ -> procs(Procs, Ticks)
     end,
-    io:format("~nsessions still open: ~b~n", [rpc:call(?NODE, throng_sm, count, [])]),
+    io:format("~nsessions still open: ~b~n", [rpc:call(?NODE, throng_info, sessions, [])]),
     [C ! stop || C <- Clients],
     ok.
 
@@ -185,11 +186,8 @@ node_cpu_over(Ms) ->
     (C1 - C0) * 100 / Ms.
 
 node_cpu_ms() ->
-    OsPid = rpc:call(?NODE, os, getpid, []),
-    {ok, B} = file:read_file("/proc/" ++ OsPid ++ "/stat"),
-    [_, Rest] = string:split(B, ") ", trailing),
-    F = list_to_tuple(binary:split(Rest, <<" ">>, [global])),
-    (binary_to_integer(element(12, F)) + binary_to_integer(element(13, F))) * 10.
+    OsPid = list_to_integer(rpc:call(?NODE, os, getpid, [])),
+    throng_proc_sample:cpu_seconds(throng_proc_sample:sample(OsPid)) * 1000.
 
 procs(M, Ticks) ->
     io:format("~nspawning ~b idle processes in the node...~n", [M]),

@@ -6,7 +6,9 @@
 %% initial presence, a few chat messages to online contacts). It measures
 %% the server's RSS (from /proc) and BEAM memory with the users offline and
 %% with every session connected, idle and settled, and prints
-%% (RSS connected - RSS offline) / N.
+%% (RSS connected - RSS offline) / N. /proc is read with throng_lib's
+%% throng_proc_sample (bench/memory.sh puts the release's throng_lib on the
+%% code path).
 -module(membench).
 
 -export([main/1, allocators/0]).
@@ -75,7 +77,7 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     io:format("logged in ~b sessions in ~.1f s (~.1f logins/s); server CPU ~.3f ms per login~n",
               [length(Clients), (T1 - T0) / 1000, length(Clients) * 1000 / max(1, T1 - T0),
                (Cpu1 - Cpu0) / length(Clients)]),
-    Sessions = rpc:call(Node, throng_sm, count, []),
+    Sessions = rpc:call(Node, throng_info, sessions, []),
     io:format("sessions on the server: ~p~n", [Sessions]),
     chat(Clients),
     settle(Node, Settle),
@@ -110,8 +112,8 @@ print_allocators(Node, Label) ->
      || {A, C, B} <- rpc:call(Node, ?MODULE, allocators, [])].
 
 session_pid(Node) ->
-    case rpc:call(Node, throng_sm, all, []) of
-        [{_, Pid} | _] -> Pid;
+    case rpc:call(Node, throng_info, next_session, [undefined]) of
+        {_, Pid} -> Pid;
         _ -> self()
     end.
 
@@ -133,18 +135,16 @@ sample(Node, OsPid) ->
       binary => proplists:get_value(binary, Mem),
       system => proplists:get_value(system, Mem)}.
 
-%% User + system CPU time of a process, in milliseconds (/proc/PID/stat,
-%% clock ticks of 10 ms).
+%% User + system CPU time of a process, in milliseconds.
 cpu_ms(OsPid) ->
-    {ok, Stat} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat"),
-    [_, AfterComm] = binary:split(Stat, <<") ">>),
-    Fields = binary:split(AfterComm, <<" ">>, [global]),
-    (binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields))) * 10.
+    throng_proc_sample:cpu_seconds(proc(OsPid)) * 1000.
 
 rss(OsPid) ->
-    {ok, Status} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/status"),
-    {match, [Kb]} = re:run(Status, "VmRSS:\\s+(\\d+) kB", [{capture, all_but_first, binary}]),
-    binary_to_integer(Kb) * 1024.
+    #{rss := Rss} = proc(OsPid),
+    Rss.
+
+proc(OsPid) ->
+    #{} = throng_proc_sample:sample(OsPid).
 
 report(Label, M) ->
     io:format("~s: RSS ~.1f MB, BEAM ~.1f MB (processes ~.1f, ets ~.1f, binary ~.1f)~n",

@@ -37,5 +37,7 @@ PID=$(cat "$WORK/throng.pid")
 # The load runs in its own BEAM so that its memory is not counted.
 BEAM_PID=$(pgrep -P "$PID" beam.smp || echo "$PID")
 erlc -o "$WORK" "$ROOT/bench/membench.erl"
-erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" \
+# membench reads /proc with throng_lib's throng_proc_sample.
+LIB=$(ls -d "$REL"/lib/throng_lib-*/ebin | head -n 1)
+erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" -pa "$LIB" \
     -eval "membench:main([\"$THRONG_NODE\", \"$BEAM_PID\", \"$N\", \"$PORT\", \"$SETTLE\"])"

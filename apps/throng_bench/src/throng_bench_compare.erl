@@ -161,7 +161,7 @@ stop(Name, P, StopCmd, ShPid, Result, Host, Port) ->
 
 wait_gone(_Pid, 0) -> false;
 wait_gone(Pid, N) ->
-    case throng_bench_proc:alive(Pid) of
+    case throng_proc_sample:alive(Pid) of
         false -> true;
         true -> timer:sleep(100), wait_gone(Pid, N - 1)
     end.

@@ -1,7 +1,8 @@
 %% @doc Per-VM hot counters and latency histograms.
 %%
 %% Every load-generating VM (the controller when it runs users itself, and
-%% each worker VM) holds one `counters' array and one histogram per timed
+%% each worker VM) holds one array of named counters ({@link counter_names/0},
+%% throng_lib's throng_counters) and one histogram per timed
 %% transaction, created by {@link init/0} and found through persistent_term.
 %% Simulated users and connection processes bump them directly; nothing sends
 %% a message per event. One collector per run reads {@link snapshot/0} of
@@ -26,7 +27,7 @@
 -type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
                     | stream_error | other.
 -type snapshot() :: #{counters := #{counter() => integer()},
-                      hists := #{hist_name() => throng_bench_hist:snapshot()},
+                      hists := #{hist_name() => throng_hist:snapshot()},
                       other_reasons := #{binary() => non_neg_integer()},
                       memory := non_neg_integer(),
                       vms := non_neg_integer()}.
@@ -35,7 +36,7 @@
 -define(REASONS, throng_bench_other_reasons).
 -define(MAX_REASONS, 20).
 
-%% @doc The counters, in the order of their indices.
+%% @doc The counters, declared once (their order is their slot's).
 -spec counter_names() -> [counter()].
 counter_names() ->
     [users_launched, users_connected, users_logged_in, users_finished, users_failed,
@@ -59,13 +60,13 @@ error_types() ->
 init() ->
     case persistent_term:get(?KEY, undefined) of
         undefined ->
-            C = counters:new(length(counter_names()), [write_concurrency]),
+            C = throng_counters:new(counter_names(), [write_concurrency]),
             persistent_term:put(?KEY, C),
-            [persistent_term:put({?MODULE, H}, throng_bench_hist:new()) || H <- hist_names()],
+            [persistent_term:put({?MODULE, H}, throng_hist:new()) || H <- hist_names()],
             ok;
         C ->
-            [counters:put(C, I, 0) || I <- lists:seq(1, length(counter_names()))],
-            [throng_bench_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
+            ok = throng_counters:reset(C),
+            [throng_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
             ok
     end,
     case ets:whereis(?REASONS) of
@@ -83,17 +84,17 @@ init() ->
     ok.
 
 -spec inc(counter()) -> ok.
-inc(Name) -> counters:add(persistent_term:get(?KEY), ix(Name), 1).
+inc(Name) -> throng_counters:add(persistent_term:get(?KEY), Name, 1).
 
 -spec add(counter(), integer()) -> ok.
-add(Name, N) -> counters:add(persistent_term:get(?KEY), ix(Name), N).
+add(Name, N) -> throng_counters:add(persistent_term:get(?KEY), Name, N).
 
 -spec sub(counter(), integer()) -> ok.
-sub(Name, N) -> counters:sub(persistent_term:get(?KEY), ix(Name), N).
+sub(Name, N) -> throng_counters:sub(persistent_term:get(?KEY), Name, N).
 
 %% @doc Record a duration in microseconds in a histogram.
 -spec observe(hist_name(), integer()) -> ok.
-observe(Name, Us) -> throng_bench_hist:record(persistent_term:get({?MODULE, Name}), Us).
+observe(Name, Us) -> throng_hist:record(persistent_term:get({?MODULE, Name}), Us).
 
 %% @doc Count one error, classifying an arbitrary reason.
 -spec count_error(term()) -> error_type().
@@ -142,10 +143,8 @@ classify(_) -> other.
 %% @doc This VM's counters and histograms, now.
 -spec snapshot() -> snapshot().
 snapshot() ->
-    C = persistent_term:get(?KEY),
-    Names = counter_names(),
-    Counters = maps:from_list(lists:zip(Names, [counters:get(C, I) || I <- lists:seq(1, length(Names))])),
-    Hists = maps:from_list([{H, throng_bench_hist:snapshot(persistent_term:get({?MODULE, H}))}
+    Counters = throng_counters:to_map(persistent_term:get(?KEY)),
+    Hists = maps:from_list([{H, throng_hist:snapshot(persistent_term:get({?MODULE, H}))}
                             || H <- hist_names()]),
     Reasons = try maps:from_list(ets:tab2list(?REASONS)) catch error:badarg -> #{} end,
     #{counters => Counters, hists => Hists, other_reasons => Reasons,
@@ -163,7 +162,7 @@ vm_memory() ->
 -spec empty_snapshot() -> snapshot().
 empty_snapshot() ->
     #{counters => maps:from_list([{N, 0} || N <- counter_names()]),
-      hists => maps:from_list([{H, throng_bench_hist:empty()} || H <- hist_names()]),
+      hists => maps:from_list([{H, throng_hist:empty()} || H <- hist_names()]),
       other_reasons => #{}, memory => 0, vms => 0}.
 
 %% @doc Add up the snapshots of two VMs.
@@ -171,7 +170,7 @@ empty_snapshot() ->
 merge(#{counters := C1, hists := H1, other_reasons := R1, memory := M1, vms := V1},
       #{counters := C2, hists := H2, other_reasons := R2, memory := M2, vms := V2}) ->
     #{counters => maps:map(fun(K, V) -> V + maps:get(K, C2, 0) end, C1),
-      hists => maps:map(fun(K, V) -> throng_bench_hist:merge(V, maps:get(K, H2)) end, H1),
+      hists => maps:map(fun(K, V) -> throng_hist:merge(V, maps:get(K, H2)) end, H1),
       other_reasons => maps:fold(fun(K, V, Acc) -> Acc#{K => V + maps:get(K, Acc, 0)} end, R1, R2),
       memory => M1 + M2, vms => V1 + V2}.
 
@@ -188,31 +187,3 @@ err_ix(timeout) -> err_timeout;
 err_ix(auth_failure) -> err_auth_failure;
 err_ix(stream_error) -> err_stream_error;
 err_ix(other) -> err_other.
-
-ix(users_launched) -> 1;
-ix(users_connected) -> 2;
-ix(users_logged_in) -> 3;
-ix(users_finished) -> 4;
-ix(users_failed) -> 5;
-ix(conns_open) -> 6;
-ix(sessions) -> 7;
-ix(connects) -> 8;
-ix(logins) -> 9;
-ix(stanzas_in) -> 10;
-ix(stanzas_out) -> 11;
-ix(bytes_in) -> 12;
-ix(bytes_out) -> 13;
-ix(msgs_sent) -> 14;
-ix(msgs_received) -> 15;
-ix(msgs_bounced) -> 16;
-ix(msgs_unsent) -> 17;
-ix(requests) -> 18;
-ix(responses) -> 19;
-ix(bad_status) -> 20;
-ix(err_econnrefused) -> 21;
-ix(err_econnreset) -> 22;
-ix(err_closed) -> 23;
-ix(err_timeout) -> 24;
-ix(err_auth_failure) -> 25;
-ix(err_stream_error) -> 26;
-ix(err_other) -> 27.

@@ -29,7 +29,7 @@ run1(Spec = #{job := Job, config := Config, workers := Workers}) ->
     LoadPids = [list_to_integer(os:getpid())
                 | [P || W = #{kind := Kd} <- Workers, Kd =/= local,
                         P <- [throng_bench_worker:os_pid(W)], P =/= undefined]],
-    Base = #{server0 => throng_bench_proc:sample(ServerPid),
+    Base = #{server0 => throng_proc_sample:sample(ServerPid),
              loadgen_pids => LoadPids,
              loadgen_mem0 => lists:sum([try throng_bench_worker:call(W, throng_bench_metrics,
                                                                      vm_memory, [])
@@ -138,7 +138,7 @@ call_all(#{workers := Workers, job := Job, lost := Lost}, F) ->
 %% few milliseconds look like a second's worth of work, nor the server's CPU
 %% be measured over another interval than the row's.
 probe(S) ->
-    {erlang:monotonic_time(millisecond), throng_bench_proc:sample(maps:get(server_pid, S, undefined))}.
+    {erlang:monotonic_time(millisecond), throng_proc_sample:sample(maps:get(server_pid, S, undefined))}.
 
 record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T0, rows := Rows,
                                           server_prev := SP, base := Base}) ->
@@ -156,7 +156,7 @@ record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T
 %% @doc One time-series row from two consecutive merged snapshots, Dt
 %% seconds apart, with server /proc samples and the load generator's RSS.
 -spec row(number(), throng_bench_metrics:snapshot(), throng_bench_metrics:snapshot(), number(),
-          {throng_bench_proc:sample() | undefined, throng_bench_proc:sample() | undefined},
+          {throng_proc_sample:sample() | undefined, throng_proc_sample:sample() | undefined},
           non_neg_integer()) -> map().
 row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Mem}, Dt,
     {SP, SNow}, LoadRss) ->
@@ -166,8 +166,8 @@ row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Me
     Errs = [{T1, Rate(list_to_atom("err_" ++ atom_to_list(T1)))}
             || T1 <- throng_bench_metrics:error_types()],
     Pct = fun(H, Q) ->
-                  D = throng_bench_hist:subtract(maps:get(H, CH), maps:get(H, PH)),
-                  case throng_bench_hist:percentile(D, Q) of
+                  D = throng_hist:subtract(maps:get(H, CH), maps:get(H, PH)),
+                  case throng_hist:percentile(D, Q) of
                       undefined -> undefined;
                       V -> V / 1000
                   end
@@ -194,7 +194,7 @@ row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Me
            loadgen_mem_bytes => Mem,
            loadgen_rss_bytes => LoadRss,
            server_rss_bytes => case SNow of #{rss := R} -> R; _ -> undefined end,
-           server_cpu_pct => throng_bench_proc:cpu_percent(SP, SNow)}.
+           server_cpu_pct => throng_proc_sample:cpu_percent(SP, SNow)}.
 
 %% @doc Counters whose per-second rate goes into every row (as KEY_s).
 -spec rate_keys() -> [throng_bench_metrics:counter()].
@@ -203,7 +203,7 @@ rate_keys() ->
      bytes_in, bytes_out, msgs_sent, msgs_received, requests, responses].
 
 loadgen_rss(Pids) ->
-    lists:sum([Rss || P <- Pids, #{rss := Rss} <- [throng_bench_proc:sample(P)]]).
+    lists:sum([Rss || P <- Pids, #{rss := Rss} <- [throng_proc_sample:sample(P)]]).
 
 progress(Row, Merged, #{kind := Kind, header := H}) ->
     Line = Kind:progress(Row, Merged, H),

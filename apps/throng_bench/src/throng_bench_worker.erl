@@ -134,7 +134,7 @@ serve(#{name := Name, cookie := Cookie}) ->
 
 code_dirs() ->
     lists:usort([filename:dirname(code:which(M))
-                 || M <- [throng_bench_worker, throng_xml_stream, throng_xml],
+                 || M <- [throng_bench_worker, throng_xml_stream, throng_xml, throng_proc_sample],
                     is_list(code:which(M))]).
 
 %% The controller becomes a distributed node named after the workers' kind of

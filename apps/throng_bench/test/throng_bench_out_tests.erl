@@ -9,8 +9,8 @@ snapshot(Logins, Delivered) ->
     E#{counters => C#{logins => Logins, sessions => Logins, users_launched => Logins,
                       msgs_sent => Delivered + 2, msgs_received => Delivered,
                       err_timeout => 3},
-       hists => H#{login => throng_bench_hist:from_list([1000 * I || I <- lists:seq(1, Logins)]),
-                   delivery => throng_bench_hist:from_list(lists:seq(100, 100 + Delivered))},
+       hists => H#{login => throng_hist:from_list([1000 * I || I <- lists:seq(1, Logins)]),
+                   delivery => throng_hist:from_list(lists:seq(100, 100 + Delivered))},
        memory => 1000000}.
 
 rows() ->
@@ -108,12 +108,3 @@ svg_ticks_test() ->
     ?assertEqual([1, 10, 100, 1000, 10000, 100000], throng_bench_svg:log_ticks(1, 100000)),
     ?assertEqual([1, 2, 5, 10, 20, 50, 100], throng_bench_svg:log_ticks(1, 100)),
     ?assertEqual(<<"a&lt;b&amp;&#39;">>, throng_bench_svg:escape("a<b&'")).
-
-proc_parse_test() ->
-    Stat = <<"1234 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 111 222 13 14 15">>,
-    ?assertEqual({ok, 333}, throng_bench_proc:parse_stat(Stat)),
-    ?assertEqual({ok, 4096 * 1024},
-                 throng_bench_proc:parse_status_rss(<<"Name:\tx\nVmRSS:\t    4096 kB\nVmSwap: 0 kB\n">>)),
-    Self = throng_bench_proc:sample(list_to_integer(os:getpid())),
-    ?assertMatch(#{rss := R, cpu_ticks := _} when R > 0, Self),
-    ?assertEqual(undefined, throng_bench_proc:sample(undefined)).

@@ -2,11 +2,20 @@
 %% that stall, reset or reject. Assertions are about consistency: users
 %% reached, sent = received + lost, every error counted under its type.
 %%
-%% The real server is, in order: THRONG_BENCH_XMPP_SERVER=host:port[:domain]
-%% (users user1..userN with the password "password" and `neighbours' rosters must
-%% exist, e.g. from Throng's bulk registration), or a private Prosody started
-%% with bench/bench_prosody.sh when Prosody is installed and we are root.
-%% Without either, the group `real_server' is skipped and says why.
+%% The group `throng' runs in every `rebar3 ct': a real Throng started in
+%% the test node (throng_ct: port 0, data in priv_dir, users user1..user300
+%% bulk-registered with 18-neighbour rosters, in-band registration on, no
+%% delay on repeated authentication failures). There
+%% the load generator's figures are also checked against the server's own
+%% counters (throng_info): logins, auth failures, registrations, routed
+%% messages, sessions closed at the end.
+%%
+%% The group `other_server' runs the same cases against another server when
+%% one is at hand: THRONG_BENCH_XMPP_SERVER=host:port[:domain] (users
+%% user1..userN with the password "password" and `neighbours' rosters must
+%% exist), or a private Prosody started with bench/bench_prosody.sh when
+%% Prosody is installed and we are root. Without either it is skipped and
+%% says why.
 -module(throng_bench_xmpp_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -23,13 +32,14 @@
 
 suite() -> [{timetrap, {minutes, 4}}].
 
-all() -> [{group, no_server}, {group, real_server}].
+all() -> [{group, no_server}, {group, throng}, {group, other_server}].
 
 groups() ->
+    Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario]},
-     {real_server, [], [consistency, starttls_scram, wrong_password, two_worker_vms,
-                        inband_registration]}].
+     {throng, [], Real},
+     {other_server, [], Real}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(crypto),
@@ -37,7 +47,9 @@ init_per_suite(Config) ->
 
 end_per_suite(_Config) -> ok.
 
-init_per_group(real_server, Config) ->
+init_per_group(throng, Config) ->
+    start_throng(Config);
+init_per_group(other_server, Config) ->
     case os:getenv("THRONG_BENCH_XMPP_SERVER") of
         V when is_list(V), V =/= "" ->
             case string:split(V, ":", all) of
@@ -51,13 +63,28 @@ init_per_group(real_server, Config) ->
     end;
 init_per_group(_, Config) -> Config.
 
-end_per_group(real_server, Config) ->
+end_per_group(throng, _Config) ->
+    throng_ct:stop();
+end_per_group(other_server, Config) ->
     case ?config(prosody_dir, Config) of
         undefined -> ok;
         Dir -> os:cmd(script(Config) ++ " stop " ++ Dir)
     end,
     ok;
 end_per_group(_, _Config) -> ok.
+
+%% Throng in this node, on a free port, with the suite's users. Every
+%% simulated user comes from 127.0.0.1: the delay Throng puts on repeated
+%% authentication failures from one address is off, or wrong_password's
+%% later users would wait seconds for their answer.
+start_throng(Config) ->
+    throng_ct:start(Config, #{registration => #{enabled => true, ip_interval => 0},
+                              auth => #{max_failure_delay => 0}}),
+    {ok, ?USERS} = throng_auth:bulk_register(<<"localhost">>, <<"user">>, ?USERS,
+                                             <<"password">>, 18),
+    [#{port := Port} | _] = throng_info:listeners(),
+    [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"}, {server, throng},
+     {server_pid, list_to_integer(os:getpid())} | Config].
 
 start_prosody(Config) ->
     Root = repo_root(),
@@ -128,6 +155,7 @@ run(Config, Name, Opts) ->
 %% @doc Every user logs in, stays, chats and leaves; the summary's numbers
 %% agree with each other and with the files.
 consistency(Config) ->
+    Before = server_counters(Config),
     {complete, S} = run(Config, "consistency", #{}),
     #{users := U, messages := M, errors := #{total := Errors}, sessions := Sess,
       latency_ms := Lat, verdict := V} = S,
@@ -150,32 +178,42 @@ consistency(Config) ->
     Html = read(Dir, "report.html"),
     ?assertNotEqual(nomatch, binary:match(Html, <<"Concurrent sessions over time">>)),
     ?assertNotEqual(nomatch, binary:match(Html, <<"Errors per second over time">>)),
-    ?assert(length(binary:matches(Html, <<"<svg">>)) >= 6).
+    ?assert(length(binary:matches(Html, <<"<svg">>)) >= 6),
+    %% Throng saw what the load generator says it did.
+    server_agrees(Config, Before, [{logins, [], 60}, {sessions_opened, [], 60}],
+                  [{messages_routed, [], Received}]),
+    server_sessions_end(Config).
 
 %% @doc STARTTLS with fast_tls and SCRAM-SHA-256 (server signature checked).
 starttls_scram(Config) ->
     case ?config(server, Config) of
         external -> {skip, "the external server's TLS and SCRAM set-up is not known here"};
         _ ->
+            Before = server_counters(Config),
             {complete, S} = run(Config, "tls", #{tls => starttls, auth => 'scram-sha-256',
                                                 users => 10}),
             ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
-                           latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S)
+                           latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S),
+            server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], [])
     end.
 
 %% @doc A wrong password: every user fails with auth_failure; exit status 1.
 wrong_password(Config) ->
+    Before = server_counters(Config),
     {complete, S} = run(Config, "wrong_password", #{password => "nope%N", users => 10}),
     ?assertMatch(#{users := #{logged_in := 0, failed := 10},
                    errors := #{total := 10, by_type := #{auth_failure := 10}},
-                   verdict := #{ok := false}}, S).
+                   verdict := #{ok := false}}, S),
+    server_agrees(Config, Before, [{auth_failures, [], 10}, {logins, [], 0}], []).
 
 %% @doc Two worker VMs share the arrivals; messages cross between them.
 two_worker_vms(Config) ->
+    Before = server_counters(Config),
     {complete, S} = run(Config, "two_vms", #{workers => 2}),
     #{users := #{logged_in := 60}, messages := #{sent := Sent, received := R, lost := L},
       loadgen := #{vms := 2}, errors := #{total := 0}} = S,
-    ?assertEqual(Sent, R + L).
+    ?assertEqual(Sent, R + L),
+    server_agrees(Config, Before, [{logins, [], 60}], [{messages_routed, [], R}]).
 
 %% @doc In-band registration (XEP-0077) of users that do not exist yet.
 inband_registration(Config) ->
@@ -183,10 +221,12 @@ inband_registration(Config) ->
         external -> {skip, "registration may be disabled on the external server"};
         _ ->
             First = 100000 + erlang:unique_integer([positive]) rem 100000,
+            Before = server_counters(Config),
             {complete, S} = run(Config, "register", #{register => true, first => First,
                                                       users => 10}),
             ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
-                           latency_ms := #{register := #{count := 10}}}, S)
+                           latency_ms := #{register := #{count := 10}}}, S),
+            server_agrees(Config, Before, [{registrations, [], 10}], [])
     end.
 
 %% @doc Nothing listening: aborted at once, with the partial files.
@@ -262,6 +302,41 @@ malformed_scenario(Config) ->
                                                  "number, got \"fast\"">>)).
 
 %% helpers
+
+%% The server's counters, when the server is the Throng in this node.
+server_counters(Config) ->
+    case ?config(server, Config) of
+        throng -> maps:from_list([{{M, L}, V} || {M, L, V} <- throng_info:metric_values()]);
+        _ -> undefined
+    end.
+
+%% Throng's counters moved by exactly Exact and by at least AtLeast since
+%% Before (nothing to check against another server).
+server_agrees(_Config, undefined, _Exact, _AtLeast) ->
+    ok;
+server_agrees(_Config, Before, Exact, AtLeast) ->
+    After = server_counters([{server, throng}]),
+    Delta = fun(M, L) -> maps:get({M, L}, After) - maps:get({M, L}, Before) end,
+    ct:log("server counters moved: ~p",
+           [[{M, Delta(M, L)} || {M, L, _} <- Exact ++ AtLeast]]),
+    [?assertEqual({M, N}, {M, Delta(M, L)}) || {M, L, N} <- Exact],
+    [?assert(Delta(M, L) >= N) || {M, L, N} <- AtLeast],
+    ok.
+
+%% Every simulated user has left: Throng holds no session any more.
+server_sessions_end(Config) ->
+    case ?config(server, Config) of
+        throng -> wait_until(fun() -> throng_info:sessions() =:= 0 end, 50);
+        _ -> ok
+    end.
+
+wait_until(Fun, 0) ->
+    ?assert(Fun());
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(100), wait_until(Fun, N - 1)
+    end.
 
 read(Dir, File) ->
     {ok, B} = file:read_file(filename:join(Dir, File)),

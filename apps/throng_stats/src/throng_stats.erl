@@ -1,10 +1,12 @@
 %% @doc Throng's live statistics: the latest per-second snapshot, the
 %% dashboard's history, the HTTP port, and the terminal table of
-%% `bin/throng stats'. Everything here reads the throng_stats table; no
-%% call waits on the collector.
+%% `bin/throng stats' (the admin command this application registers with
+%% throng_ctl while it runs). Everything here reads the throng_stats table;
+%% no call waits on the collector.
 -module(throng_stats).
 
 -export([snapshot/0, history/0, http_port/0, text/0, running/0]).
+-export([ctl_command/0, ctl_stats/1]).
 
 -define(TAB, throng_stats).
 
@@ -47,3 +49,23 @@ text() ->
 -spec running() -> boolean().
 running() ->
     is_pid(whereis(throng_stats_collector)).
+
+%% @doc The `stats' admin command, as registered with throng_ctl.
+-spec ctl_command() -> throng_ctl:command().
+ctl_command() ->
+    #{name => "stats", usage => "[--once]",
+      help => "Live statistics (OS, BEAM, server, message queues), redrawn every second; "
+              "--once prints one snapshot",
+      run => {?MODULE, ctl_stats}, redraw => true}.
+
+%% @doc `bin/throng stats [--once]' in the node: one table (bin/throng
+%% redraws it every second when given no argument); exit code 1 when the
+%% collector does not run (stats.enabled false).
+-spec ctl_stats([string()]) -> {0 | 1, iodata()} | usage.
+ctl_stats(Args) when Args =:= []; Args =:= ["--once"] ->
+    case running() of
+        true -> {0, text()};
+        false -> {1, "Statistics are not running on this node (stats.enabled)\n"}
+    end;
+ctl_stats(_Args) ->
+    usage.

@@ -35,8 +35,8 @@
             series = #{} :: #{key() => entry()},
             ticks = 0 :: non_neg_integer(),
             tick_s = 0.0 :: float(),
-            lat_prev :: throng_stats_hist:reading() | undefined,
-            lat_window = [] :: [throng_stats_hist:reading()],
+            lat_prev :: throng_hist:snapshot() | undefined,   %% the histogram at the last tick
+            lat_window = [] :: [throng_hist:snapshot()],      %% the probes of each recent tick
             lat_decay :: throng_stats_decay:decay() | undefined}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -47,8 +47,9 @@ start_link() ->
 %% exactly as the per-second ones are taken (then drops their effect on the
 %% rates, decays and history), and returns the wall time and the node's CPU
 %% time (user + system of the whole OS process, dirty I/O threads included,
-%% from /proc/self/stat, 10 ms resolution) they took. CPU time spent by the
-%% rest of the node meanwhile is counted too: measure an idle node.
+%% from /proc/self/stat, counted in clock ticks: 10 ms at the usual USER_HZ
+%% of 100) they took. CPU time spent by the rest of the node meanwhile is
+%% counted too: measure an idle node.
 -spec measure(pos_integer()) -> #{ticks := pos_integer(), wall_us := integer(),
                                   cpu_us := integer() | undefined}.
 measure(N) when is_integer(N), N > 0 ->
@@ -194,7 +195,8 @@ derive(S) ->
     Proc ++ Host ++ PerConn.
 
 %% The latency probes: counts as counters; the mean of the last tick's
-%% probes with its decays; quantiles over the last 10 seconds.
+%% probes with its decays; quantiles over the last 10 seconds. The window
+%% keeps each tick's probes (a few buckets each), not whole histograms.
 latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
     case throng_stats_probe:read() of
         undefined ->
@@ -202,19 +204,19 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
         {Hist, Counts} ->
             Samples = [{throng_route_probes, [{result, atom_to_binary(K)}], V}
                        || {K, V} <- lists:sort(maps:to_list(Counts))],
-            Tick = case Prev of
-                       undefined -> Hist;
-                       _ -> throng_stats_hist:diff(Hist, Prev)
-                   end,
-            {Mean, Decay1} = case Tick of
-                                 #{count := 0} -> {null, Decay};
-                                 #{count := N, sum_us := Sum} ->
-                                     M = Sum / N / 1000000,
+            {Tick, Recent} = case Prev of
+                                 undefined -> {Hist, throng_hist:empty()};
+                                 _ -> T = throng_hist:subtract(Hist, Prev), {T, T}
+                             end,
+            {Mean, Decay1} = case throng_hist:count(Tick) of
+                                 0 -> {null, Decay};
+                                 _ ->
+                                     M = throng_hist:mean(Tick) / 1000000,
                                      {M, decay(Decay, M, Dt)}
                              end,
-            Window1 = lists:sublist([Hist | Window], ?LATENCY_WINDOW + 1),
-            Span = throng_stats_hist:diff(Hist, lists:last(Window1)),
-            Q = fun(X) -> case throng_stats_hist:quantile(maps:get(counts, Span), X) of
+            Window1 = lists:sublist([Recent | Window], ?LATENCY_WINDOW),
+            Span = lists:foldl(fun throng_hist:merge/2, throng_hist:empty(), Window1),
+            Q = fun(P) -> case throng_hist:percentile(Span, P) of
                               undefined -> null;
                               Us -> Us / 1000000
                           end
@@ -224,25 +226,16 @@ latency(Dt, #c{lat_prev = Prev, lat_window = Window, lat_decay = Decay} = C) ->
                                   _ -> throng_stats_decay:averages(Decay1)
                               end,
             Report = #{now => Mean, avg1 => A1, avg10 => A10, avg100 => A100,
-                       p50 => Q(0.5), p90 => Q(0.9), p99 => Q(0.99),
-                       window_count => maps:get(count, Span), histogram => Hist},
+                       p50 => Q(50), p90 => Q(90), p99 => Q(99),
+                       window_count => throng_hist:count(Span), histogram => Hist},
             {Samples, Report, C#c{lat_prev = Hist, lat_window = Window1, lat_decay = Decay1}}
     end.
 
 %% The node's CPU time (user + system), microseconds.
 cpu_us() ->
-    case file:read_file("/proc/self/stat") of
-        {ok, B} ->
-            #{utime := U, stime := S} = throng_stats_proc:self_stat(B),
-            (U + S) * 1000000 div clock_ticks();
-        {error, _} ->
-            undefined
-    end.
-
-clock_ticks() ->
-    case file:read_file("/proc/self/auxv") of
-        {ok, Aux} -> maps:get(17, throng_stats_proc:auxv(Aux), 100);
-        {error, _} -> 100
+    case throng_proc_sample:sample(self) of
+        undefined -> undefined;
+        S -> round(throng_proc_sample:cpu_seconds(S) * 1000000)
     end.
 
 to_list(Series) ->

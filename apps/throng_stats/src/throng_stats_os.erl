@@ -35,24 +35,11 @@
                 {host, "/proc/stat"}, {netstat, "/proc/net/netstat"},
                 {sockstat, "/proc/net/sockstat"}]).
 -define(SWITCHES, [<<"voluntary_ctxt_switches">>, <<"nonvoluntary_ctxt_switches">>]).
--define(AT_PAGESZ, 6).
--define(AT_CLKTCK, 17).
 
 -spec init() -> state().
 init() ->
     Files = maps:from_list([{K, F} || {K, P} <- ?FILES, {ok, F} <- [open(P)]]),
-    {Hz, Page} = case file:read_file("/proc/self/auxv") of
-                     {ok, Bin} ->
-                         Aux = throng_stats_proc:auxv(Bin),
-                         {positive(maps:get(?AT_CLKTCK, Aux, 100), 100),
-                          positive(maps:get(?AT_PAGESZ, Aux, 4096), 4096)};
-                     {error, _} ->
-                         {100, 4096}
-                 end,
-    #os{files = Files, hz = Hz, page = Page}.
-
-positive(N, _) when is_integer(N), N > 0 -> N;
-positive(_, Default) -> Default.
+    #os{files = Files, hz = throng_proc_sample:clock_ticks(), page = throng_proc_sample:page_size()}.
 
 -spec close(state()) -> ok.
 close(#os{files = Files, tasks = Tasks}) ->
@@ -75,7 +62,7 @@ process(#os{hz = Hz} = S) ->
     Stat = case read(stat, S) of
                {ok, B1} ->
                    #{utime := U, stime := Sys, threads := T, vsize := V} =
-                       throng_stats_proc:self_stat(B1),
+                       throng_proc:stat(B1),
                    [{throng_process_cpu_seconds, [{mode, <<"user">>}], U / Hz},
                     {throng_process_cpu_seconds, [{mode, <<"system">>}], Sys / Hz},
                     {throng_process_threads, [], T},
@@ -84,7 +71,7 @@ process(#os{hz = Hz} = S) ->
            end,
     Status = case read(status, S) of
                  {ok, B2} ->
-                     St = throng_stats_proc:status(B2, [<<"VmRSS">>]),
+                     St = throng_proc:status(B2, [<<"VmRSS">>]),
                      [{throng_process_resident_memory_bytes, [], maps:get(<<"VmRSS">>, St, 0)}];
                  error -> []
              end,
@@ -95,7 +82,7 @@ limits(Now, #os{limits_at = At} = S) when Now - At < 60000, At =/= 0 ->
 limits(Now, S) ->
     Max = case file:read_file("/proc/self/limits") of
               {ok, B} ->
-                  case throng_stats_proc:limits(B) of
+                  case throng_proc:limits(B) of
                       #{max_open_files := {Soft, _}} -> Soft;
                       #{} -> infinity
                   end;
@@ -136,7 +123,7 @@ switches(Proc, #os{tasks = Tasks0} = S0) ->
                    fun(F, {V0, I0, Ok0}) ->
                            case pread_all(F) of
                                {ok, B} ->
-                                   St = throng_stats_proc:status(B, ?SWITCHES),
+                                   St = throng_proc:status(B, ?SWITCHES),
                                    {V0 + maps:get(<<"voluntary_ctxt_switches">>, St, 0),
                                     I0 + maps:get(<<"nonvoluntary_ctxt_switches">>, St, 0), Ok0};
                                error ->
@@ -171,7 +158,7 @@ host(#os{hz = Hz} = S) ->
             || is_integer(erlang:system_info(logical_processors_available))],
     case read(host, S) of
         {ok, B} ->
-            H = throng_stats_proc:host_stat(B),
+            H = throng_proc:host_stat(B),
             [{throng_host_cpu_seconds, [{mode, atom_to_binary(M)}], T / Hz}
              || {M, T} <- lists:sort(maps:to_list(maps:get(cpu, H)))] ++
                 [{throng_host_context_switches, [], C} || #{ctxt := C} <- [H]] ++
@@ -184,14 +171,14 @@ host(#os{hz = Hz} = S) ->
 net(#os{page = Page} = S) ->
     Listen = case read(netstat, S) of
                  {ok, B1} ->
-                     Ext = throng_stats_proc:netstat(B1, <<"TcpExt">>),
+                     Ext = throng_proc:netstat(B1, <<"TcpExt">>),
                      [{throng_tcp_listen_overflows, [], V} || #{<<"ListenOverflows">> := V} <- [Ext]] ++
                          [{throng_tcp_listen_drops, [], V} || #{<<"ListenDrops">> := V} <- [Ext]];
                  error -> []
              end,
     Sockets = case read(sockstat, S) of
                   {ok, B2} ->
-                      case throng_stats_proc:sockstat(B2) of
+                      case throng_proc:sockstat(B2) of
                           #{<<"TCP">> := Tcp} ->
                               [{throng_tcp_sockets, [{state, Label}], V}
                                || {Key, Label} <- [{<<"inuse">>, <<"inuse">>},

@@ -1,6 +1,7 @@
 %% @doc Routing latency, measured by sampling: a few times a second a probe
 %% is put in the message queue of one session process and the time until
-%% that process answers it is recorded in a histogram.
+%% that process answers it is recorded in a histogram (throng_lib's
+%% throng_hist, microseconds).
 %%
 %% What a stanza routed to a session waits for is that process's queue: the
 %% messages ahead of it, the process being scheduled (and woken from
@@ -8,9 +9,10 @@
 %% (`{system, From, {debug, {statistics, get}}}'), which every gen_statem
 %% answers from its main loop, in queue order, without running any Throng
 %% code and without cancelling its timeouts: no hook in the router or the
-%% connection. The sessions are visited round robin by walking the session
-%% table from where the last probe stopped (one ets:next per probe), so
-%% over time every session is sampled alike.
+%% connection. The sessions are visited round robin through
+%% {@link throng_info:next_session/1} (one ets:next of the session table per
+%% probe, from where the last one stopped), so over time every session is
+%% sampled alike.
 %%
 %% A probe not answered within 10 seconds counts as lost (the session ended,
 %% or its process is stuck: both worth seeing). Rate: application env
@@ -18,19 +20,16 @@
 -module(throng_stats_probe).
 -behaviour(gen_server).
 
--include_lib("throng/include/throng.hrl").
-
 -export([start_link/0, read/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(TAB, throng_stats).
--define(SESSIONS, throng_session).
 -define(LOST_AFTER_US, 10000000).
 
--record(st, {hist :: counters:counters_ref(),
-             counts :: counters:counters_ref(),   %% sent, answered, lost
+-record(st, {hist :: throng_hist:hist(),
+             counts :: throng_counters:t(),       %% sent, answered, lost
              every :: pos_integer() | infinity,   %% ms between probes
-             cursor :: term(),
+             cursor :: throng_info:session_cursor() | undefined,
              inflight = #{} :: #{reference() => integer()}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -38,22 +37,20 @@ start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
 %% @doc The histogram and the probe counts so far (empty before start).
--spec read() -> {throng_stats_hist:reading(), #{sent | answered | lost => non_neg_integer()}}
+-spec read() -> {throng_hist:snapshot(), #{sent | answered | lost => non_neg_integer()}}
               | undefined.
 read() ->
     case ets:lookup(?TAB, probe) of
         [{probe, Hist, Counts}] ->
-            {throng_stats_hist:read(Hist),
-             #{sent => counters:get(Counts, 1), answered => counters:get(Counts, 2),
-               lost => counters:get(Counts, 3)}};
+            {throng_hist:snapshot(Hist), throng_counters:to_map(Counts)};
         [] ->
             undefined
     end.
 
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
-    Hist = throng_stats_hist:new(),
-    Counts = counters:new(3, []),
+    Hist = throng_hist:new(),
+    Counts = throng_counters:new([sent, answered, lost], []),
     true = ets:insert(?TAB, {probe, Hist, Counts}),
     Every = case application:get_env(throng_stats, route_probes_per_second, 10) of
                 0 -> infinity;
@@ -78,8 +75,8 @@ handle_info({Ref, _Reply}, #st{inflight = In, hist = Hist, counts = Counts} = St
   when is_reference(Ref) ->
     case maps:take(Ref, In) of
         {T0, In1} ->
-            throng_stats_hist:observe(Hist, erlang:monotonic_time(microsecond) - T0),
-            counters:add(Counts, 2, 1),
+            throng_hist:record(Hist, erlang:monotonic_time(microsecond) - T0),
+            throng_counters:add(Counts, answered, 1),
             {noreply, St#st{inflight = In1}};
         error ->
             {noreply, St}
@@ -91,37 +88,15 @@ schedule(infinity) -> ok;
 schedule(Ms) -> erlang:send_after(Ms, self(), probe), ok.
 
 probe(#st{cursor = Cursor, inflight = In, counts = Counts} = St) ->
-    case next_session(Cursor) of
-        {Key, Pid} ->
+    case throng_info:next_session(Cursor) of
+        {Next, Pid} ->
             Ref = make_ref(),
             Pid ! {system, {self(), Ref}, {debug, {statistics, get}}},
-            counters:add(Counts, 1, 1),
-            St#st{cursor = Key,
+            throng_counters:add(Counts, sent, 1),
+            St#st{cursor = Next,
                   inflight = In#{Ref => erlang:monotonic_time(microsecond)}};
         none ->
             St#st{cursor = undefined}
-    end.
-
-%% The session after Cursor in the table (wrapping around), with its pid.
-next_session(Cursor) ->
-    case ets:whereis(?SESSIONS) of
-        undefined -> none;
-        _ ->
-            Next = case Cursor of
-                       undefined -> ets:first(?SESSIONS);
-                       _ -> case ets:next(?SESSIONS, Cursor) of
-                                '$end_of_table' -> ets:first(?SESSIONS);
-                                K -> K
-                            end
-                   end,
-            case Next of
-                '$end_of_table' -> none;
-                {{U, S}, R} = Key ->
-                    case throng_sm:lookup(#jid{user = U, server = S, resource = R}) of
-                        Pid when is_pid(Pid) -> {Key, Pid};
-                        undefined -> none
-                    end
-            end
     end.
 
 expire(#st{inflight = In, counts = Counts} = St) ->
@@ -130,6 +105,6 @@ expire(#st{inflight = In, counts = Counts} = St) ->
     case map_size(Lost) of
         0 -> St;
         N ->
-            counters:add(Counts, 3, N),
+            throng_counters:add(Counts, lost, N),
             St#st{inflight = maps:without(maps:keys(Lost), In)}
     end.

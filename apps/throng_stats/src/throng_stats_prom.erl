@@ -51,16 +51,15 @@ top(#{top := Top}) when Top =/= [] ->
 top(_) ->
     [].
 
-histogram(#{histogram := #{counts := Counts, sum_us := Sum, count := N}}) ->
+histogram(#{histogram := Hist}) ->
     #{help := Help} = throng_stats_spec:lookup(throng_route_latency_seconds),
     Name = <<"throng_route_latency_seconds">>,
-    Cumulative = tl(lists:reverse(lists:foldl(fun(C, [Acc | _] = L) -> [Acc + C | L] end,
-                                              [0], Counts))),
-    Buckets = lists:zip(throng_stats_hist:bounds(), Cumulative),
+    Bounds = throng_stats_spec:latency_buckets(),
+    Buckets = lists:zip(Bounds, throng_hist:le_counts(Hist, Bounds)),
     [header(Name, Help, histogram),
      [line(<<Name/binary, "_bucket">>, [{le, le(B)}], C) || {B, C} <- Buckets],
-     line(<<Name/binary, "_sum">>, [], Sum / 1000000),
-     line(<<Name/binary, "_count">>, [], N)];
+     line(<<Name/binary, "_sum">>, [], throng_hist:sum(Hist) / 1000000),
+     line(<<Name/binary, "_count">>, [], throng_hist:count(Hist))];
 histogram(_) ->
     [].
 

@@ -6,9 +6,9 @@
 %% <ol>
 %% <li>the processes that reported themselves: a connection process checks
 %%     its own queue after each event and, when it is longer than
-%%     stats.queue_alarm, writes a row in the ETS table throng_hot_queues
-%%     ({@link throng_metrics:check_queue/0}). Rows of queues that drained
-%%     (or of dead processes) are deleted here;</li>
+%%     stats.queue_alarm, reports itself to the server
+%%     ({@link throng_info:hot_queues/0}). Reports of queues that drained
+%%     (or of dead processes) are cleared here;</li>
 %% <li>the registered processes (a few dozen: the servers everything goes
 %%     through);</li>
 %% <li>the watched processes: any process seen with a queue of at least
@@ -52,7 +52,6 @@
                     since_ms := integer() | null, top := [entry()]}.
 -export_type([report/0]).
 
--define(HOT, throng_hot_queues).
 -define(TOP, 10).
 -define(RELOG_MS, 60000).
 
@@ -78,16 +77,16 @@ init(#{threshold := T} = Opts) ->
 -spec tick(state()) -> {[throng_stats_os:sample()], report(), state()}.
 tick(#q{threshold = Threshold, watch_min = WatchMin} = Q0) ->
     Now = erlang:system_time(millisecond),
-    Hot = hot_rows(),
+    Hot = throng_info:hot_queues(),
     Registered = [P || N <- registered(), P <- [whereis(N)], is_pid(P)],
     {Slice, Q1} = sweep_slice(Q0),
     Always = lists:usort([P || {P, _, _} <- Hot] ++ Registered ++ maps:keys(Q1#q.watched)),
     Lens = lens(Always, #{}),
     SliceLens = lens([P || P <- Slice, not maps:is_key(P, Lens)], #{}),
     Checked = maps:merge(SliceLens, Lens),
-    %% Hot rows of queues that drained or processes that died go.
-    [ets:delete_object(?HOT, Row) || {P, _, _} = Row <- Hot,
-                                     maps:get(P, Lens, 0) =< Threshold],
+    %% Reports of queues that drained or processes that died go.
+    ok = throng_info:clear_hot_queues([Row || {P, _, _} = Row <- Hot,
+                                             maps:get(P, Lens, 0) =< Threshold]),
     Watched = maps:from_list(
                 [{P, maps:get(P, Q1#q.watched, Now)}
                  || {P, L} <- maps:to_list(Checked), L >= WatchMin]),
@@ -111,12 +110,6 @@ tick(#q{threshold = Threshold, watch_min = WatchMin} = Q0) ->
                {throng_message_queue_swept, [], Q2#q.swept}] ++
         [{throng_message_queue_sweep_seconds, [], S} || S <- [Q2#q.sweep_seconds], S =/= undefined],
     {Samples, Report, Q2}.
-
-hot_rows() ->
-    case ets:whereis(?HOT) of
-        undefined -> [];
-        _ -> ets:tab2list(?HOT)
-    end.
 
 lens([], Acc) -> Acc;
 lens([P | Ps], Acc) ->

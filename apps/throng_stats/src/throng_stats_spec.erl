@@ -3,14 +3,18 @@
 %% JSON document, the terminal table and the dashboard all read this table;
 %% docs/operations.md explains each entry at length.
 %%
+%% The server's own counters are declared where they are counted, in
+%% throng_metrics, and come here through {@link throng_info:metrics/0}: each
+%% is exported as throng_NAME with the kind, unit and help declared there.
+%% The table below declares the rest: the OS, the VM, the figures read from
+%% the server's tables, the message queues and the collector itself.
+%%
 %% Names follow the Prometheus conventions: base units (seconds, bytes), and
 %% counters are declared without the `_total' suffix that
-%% {@link throng_stats_prom} appends. A counter of throng_metrics that is not
-%% declared here still appears, with a generic help line (see
-%% {@link lookup/1}), so a counter added to the server is never lost.
+%% {@link throng_stats_prom} appends.
 -module(throng_stats_spec).
 
--export([all/0, lookup/1, xmpp_counter/1]).
+-export([all/0, lookup/1, server_metric/1, latency_buckets/0]).
 
 -type type() :: counter | gauge | histogram.
 -type metric() :: #{name := atom(), type := type(), unit := binary(), help := binary()}.
@@ -20,16 +24,38 @@
 
 -spec all() -> [metric()].
 all() ->
-    [#{name => N, type => T, unit => U, help => H} || {N, T, U, H} <- table()].
+    [#{name => N, type => T, unit => U, help => H} || {N, T, U, H} <- table() ++ server()].
 
-%% @doc The declaration of a metric; an undeclared one is a counter.
+%% @doc The declaration of a metric. A name declared nowhere (a programming
+%% error: every server counter is declared in throng_metrics) is still
+%% exported, as a counter with a generic help line, rather than breaking
+%% the page.
 -spec lookup(atom()) -> metric().
 lookup(Name) ->
     case lists:keyfind(Name, 1, table()) of
         {N, T, U, H} -> #{name => N, type => T, unit => U, help => H};
-        false -> #{name => Name, type => counter, unit => <<"events">>,
-                   help => <<"Server counter without a description yet (throng_metrics).">>}
+        false ->
+            case lists:keyfind(Name, 1, server()) of
+                {N, T, U, H} -> #{name => N, type => T, unit => U, help => H};
+                false -> #{name => Name, type => counter, unit => <<"events">>,
+                           help => <<"Undeclared metric.">>}
+            end
     end.
+
+%% @doc The exported name of a server metric: throng_ and its name.
+-spec server_metric(atom()) -> atom().
+server_metric(Name) ->
+    binary_to_atom(<<"throng_", (atom_to_binary(Name))/binary>>).
+
+%% @doc The buckets of throng_route_latency_seconds: upper bounds in
+%% microseconds, 1-2.5-5 from 50 us to 10 s, then +Inf.
+-spec latency_buckets() -> [pos_integer() | infinity].
+latency_buckets() ->
+    [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
+     250000, 500000, 1000000, 2500000, 5000000, 10000000, infinity].
+
+server() ->
+    [{server_metric(N), K, U, H} || #{name := N, kind := K, unit := U, help := H} <- throng_info:metrics()].
 
 table() ->
     [%% OS (/proc)
@@ -93,42 +119,12 @@ table() ->
      ?M(throng_beam_io_bytes, counter, "bytes",
         "Bytes through ports (sockets, files), by direction."),
      ?M(throng_beam_uptime_seconds, gauge, "seconds", "Time since the node started."),
-     %% Throng
-     ?M(throng_connections, gauge, "connections", "Client connections open, whatever their stage."),
+     %% Throng: what the server's tables hold, derived figures, the probes
      ?M(throng_listener_connections, gauge, "connections",
         "Client connections open, by listener (its index and port)."),
      ?M(throng_sessions, gauge, "sessions",
         "Authenticated sessions: resources bound in the session table."),
-     ?M(throng_connections_accepted, counter, "connections", "TCP connections accepted."),
-     ?M(throng_connections_closed, counter, "connections", "Client connections that ended."),
-     ?M(throng_accept_errors, counter, "errors", "accept() calls that failed (emfile, ...)."),
-     ?M(throng_tls_established, counter, "handshakes", "STARTTLS handshakes that succeeded."),
-     ?M(throng_tls_failed, counter, "handshakes", "STARTTLS handshakes that failed."),
-     ?M(throng_logins, counter, "logins", "SASL authentications that succeeded."),
-     ?M(throng_auth_failures, counter, "failures", "SASL authentications that failed."),
-     ?M(throng_sessions_opened, counter, "sessions", "Resources bound."),
-     ?M(throng_sessions_closed, counter, "sessions", "Bound sessions that ended."),
-     ?M(throng_stanzas_in, counter, "stanzas",
-        "Stanzas received from clients, by kind (message, presence, iq, other = nonzas)."),
-     ?M(throng_stanzas_out, counter, "stanzas", "Stanzas written to clients, by kind."),
-     ?M(throng_stanza_bytes_in, counter, "bytes",
-        "Bytes of the stanzas received from clients, by kind (as parsed, after TLS)."),
-     ?M(throng_stanza_bytes_out, counter, "bytes",
-        "Bytes of the stanzas written to clients, by kind (serialized, before TLS)."),
-     ?M(throng_bytes_received, counter, "bytes", "Bytes read from client sockets (after TLS)."),
-     ?M(throng_bytes_sent, counter, "bytes", "Bytes written to client sockets (before TLS)."),
-     ?M(throng_messages_routed, counter, "messages", "Messages delivered to a local session."),
-     ?M(throng_offline_stored, counter, "messages", "Messages written to offline storage."),
-     ?M(throng_offline_delivered, counter, "messages", "Offline messages delivered at login."),
-     ?M(throng_offline_rejected, counter, "messages",
-        "Messages refused because the user's offline store was full."),
      ?M(throng_offline_messages, gauge, "messages", "Messages held in offline storage now."),
-     ?M(throng_stream_errors, counter, "errors", "Stream errors sent."),
-     ?M(throng_stanza_errors, counter, "errors", "Stanza errors sent."),
-     ?M(throng_sm_resumed, counter, "sessions", "XEP-0198 resumptions that succeeded."),
-     ?M(throng_sm_redelivered, counter, "stanzas", "Unacknowledged stanzas re-sent on resumption."),
-     ?M(throng_shaper_delays, counter, "pauses", "Times a connection was paused by its shaper."),
-     ?M(throng_registrations, counter, "accounts", "Accounts created."),
      ?M(throng_memory_per_connection_bytes, gauge, "bytes",
         "Memory per open connection: BEAM memory (kind=beam) or RSS (kind=rss) over connections; "
         "includes the node's fixed overhead."),
@@ -159,17 +155,3 @@ table() ->
      ?M(throng_stats_tick_seconds, gauge, "seconds",
         "Time the collector spent on its last per-second sample."),
      ?M(throng_stats_ticks, counter, "ticks", "Samples taken by the collector.")].
-
-%% @doc The metric and labels of a throng_metrics counter.
--spec xmpp_counter(atom()) -> {atom(), [{atom(), binary()}]}.
-xmpp_counter(connections_open) -> {throng_connections, []};
-xmpp_counter(bytes_in) -> {throng_bytes_received, []};
-xmpp_counter(bytes_out) -> {throng_bytes_sent, []};
-xmpp_counter(Name) ->
-    case atom_to_binary(Name) of
-        <<"stanzas_in_", Kind/binary>> -> {throng_stanzas_in, [{kind, Kind}]};
-        <<"stanzas_out_", Kind/binary>> -> {throng_stanzas_out, [{kind, Kind}]};
-        <<"bytes_in_", Kind/binary>> -> {throng_stanza_bytes_in, [{kind, Kind}]};
-        <<"bytes_out_", Kind/binary>> -> {throng_stanza_bytes_out, [{kind, Kind}]};
-        Bin -> {binary_to_atom(<<"throng_", Bin/binary>>), []}
-    end.

@@ -40,11 +40,15 @@ series_doc(Labels, Raw, Now, Avgs) ->
 
 latency_doc(L) ->
     case maps:take(histogram, L) of
-        {#{counts := Counts, sum_us := Sum, count := N}, Rest} ->
-            Rest#{count => N, sum_s => Sum / 1000000,
+        {Hist, Rest} ->
+            Bounds = throng_stats_spec:latency_buckets(),
+            Cumulative = throng_hist:le_counts(Hist, Bounds),
+            Counts = lists:zipwith(fun(C, Below) -> C - Below end,
+                                   Cumulative, [0 | lists:droplast(Cumulative)]),
+            Rest#{count => throng_hist:count(Hist), sum_s => throng_hist:sum(Hist) / 1000000,
                   buckets => [#{le_s => case B of infinity -> <<"+Inf">>; _ -> B / 1000000 end,
                                 count => C}
-                              || {B, C} <- lists:zip(throng_stats_hist:bounds(), Counts)]};
+                              || {B, C} <- lists:zip(Bounds, Counts)]};
         error ->
             L
     end.

@@ -3,8 +3,8 @@
 %% storage, errors...), the bound sessions, the connections of each
 %% listener and the messages held in offline storage.
 %%
-%% All of it is read from counters, atomics and table sizes: no message to
-%% any server process.
+%% All of it comes from {@link throng_info}, the server's read API: counters,
+%% atomics and table sizes, no message to any server process.
 -module(throng_stats_xmpp).
 
 -export([sample/0]).
@@ -14,38 +14,22 @@ sample() ->
     counters() ++ sessions() ++ listeners() ++ offline().
 
 counters() ->
-    try throng_metrics:all() of
-        All ->
-            [begin {Name, Labels} = throng_stats_spec:xmpp_counter(K), {Name, Labels, V} end
-             || {K, V} <- lists:sort(maps:to_list(All))]
-    catch error:badarg -> []   %% throng not started: no counters yet
-    end.
+    [{throng_stats_spec:server_metric(Name), Labels, V}
+     || {Name, Labels, V} <- throng_info:metric_values()].
 
 sessions() ->
-    case ets:whereis(throng_session) of
+    case throng_info:sessions() of
         undefined -> [];
-        _ -> [{throng_sessions, [], throng_sm:count()}]
+        N -> [{throng_sessions, [], N}]
     end.
 
 listeners() ->
-    Refs = try throng_listeners_sup:listeners() catch error:badarg -> [] end,
-    lists:append([listener(Ref) || Ref <- Refs]).
+    [{throng_listener_connections, [{listener, integer_to_binary(I)}, {port, integer_to_binary(Port)}],
+      N}
+     || #{index := I, port := Port, connections := N} <- throng_info:listeners()].
 
-listener({listener, I} = Ref) ->
-    try throng_listener:info(Ref) of
-        #{count := Count, opts := Opts} ->
-            Port = try throng_listener:port(Ref) catch _:_ -> maps:get(port, Opts, 0) end,
-            [{throng_listener_connections,
-              [{listener, integer_to_binary(I)}, {port, integer_to_binary(Port)}],
-              atomics:get(Count, 1)}]
-    catch error:badarg -> []   %% not started (yet)
-    end.
-
-%% Offline messages held: the size of the Mnesia table when that is the
-%% backend (an O(1) read of the table's size).
 offline() ->
-    try mnesia:table_info(throng_offline, size) of
-        N when is_integer(N) -> [{throng_offline_messages, [], N}];
-        _ -> []
-    catch exit:_ -> []
+    case throng_info:offline_total() of
+        undefined -> [];
+        N -> [{throng_offline_messages, [], N}]
     end.

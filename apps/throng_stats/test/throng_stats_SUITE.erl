@@ -21,7 +21,7 @@ all() ->
      prometheus_page_is_well_formed, connections_per_listener, auth_failures_counted,
      latency_probes_are_answered, basic_auth_when_configured, unknown_paths_and_methods,
      queue_alarm_registered_process, queue_alarm_suspended_session, ctl_stats_once,
-     cli_stats_from_hidden_node, dashboard_renders_in_chromium].
+     stats_command_comes_and_goes, cli_stats_from_hidden_node, dashboard_renders_in_chromium].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(inets),
@@ -301,8 +301,21 @@ ctl_stats_once(_) ->
     {2, _} = throng_ctl:run("stats", ["--bogus"]),
     ?assert(lists:keymember("stats", 1, throng_ctl:commands())).
 
+%% `stats' is throng_stats's own command, registered with throng_ctl while
+%% the application runs: gone when it stops, back when it starts.
+stats_command_comes_and_goes(_) ->
+    ?assert(lists:keymember("stats", 1, throng_ctl:commands())),
+    ok = application:stop(throng_stats),
+    ?assertNot(lists:keymember("stats", 1, throng_ctl:commands())),
+    {2, Unknown} = throng_ctl:run("stats", []),
+    ?assertEqual("Unknown command: stats\n", lists:flatten(Unknown)),
+    {ok, _} = application:ensure_all_started(throng_stats),
+    wait_for(fun() -> is_map(throng_stats:snapshot()) end, "a snapshot"),
+    {0, _} = throng_ctl:run("stats", ["--once"]).
+
 %% The real command-line client, in a hidden node, against this node:
-%% `stats --once' prints one table; `stats' redraws until stopped.
+%% `stats --once' prints one table; `stats' redraws until stopped; `help'
+%% lists the command the running node registered.
 cli_stats_from_hidden_node(Config) ->
     _ = login_all(),
     wait_for(fun() -> re:run(throng_stats:text(), "sessions \\(bound\\)\\s+3\\s") =/= nomatch end,
@@ -315,6 +328,12 @@ cli_stats_from_hidden_node(Config) ->
     ct:log("~ts", [Live]),
     %% Redrawn (screen cleared) more than once within a few seconds.
     ?assert(length(string:split(Live, "\e[H\e[2J", all)) >= 3),
+    Help = cli(["help"], 30),
+    ct:log("~ts", [Help]),
+    ?assertNotEqual(nomatch, string:find(Help, "\n  stats [--once]            Live statistics (OS, "
+                                               "BEAM, server, message queues), redrawn every "
+                                               "second; --once prints one snapshot\n")),
+    ?assertNotEqual(nomatch, string:find(Help, "\n  gc                        Write Mnesia's log")),
     ok = file:write_file(filename:join(?config(priv_dir, Config), "cli_stats.txt"), Once).
 
 distribute() ->

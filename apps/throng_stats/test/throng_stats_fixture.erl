@@ -6,8 +6,8 @@
 
 -spec snapshot() -> map().
 snapshot() ->
-    H = throng_stats_hist:new(),
-    [throng_stats_hist:observe(H, Us) || Us <- [30, 200, 200, 7000]],
+    H = throng_hist:new(),
+    [throng_hist:record(H, Us) || Us <- [30, 200, 200, 7000]],
     #{time_ms => 1700000000000, node => 'throng@127.0.0.1', interval_s => 1.0,
       series => [{throng_logins, [], 12, 2.0, {2.0, 1.5, 0.25}},
                  {throng_sessions, [], 7, 7, {7.0, 6.5, 3.0}},
@@ -26,5 +26,5 @@ snapshot() ->
                             since_ms => 1699999990000}]},
       latency => #{now => 0.002, avg1 => 0.002, avg10 => 0.001, avg100 => null, p50 => 0.0002,
                    p90 => 0.005, p99 => 0.0069, window_count => 4,
-                   histogram => throng_stats_hist:read(H)}}.
+                   histogram => throng_hist:snapshot(H)}}.
 

@@ -31,7 +31,7 @@ prometheus_queue_top_test() ->
 prometheus_histogram_test() ->
     P = ?P:parse(throng_stats_prom:render(snapshot())),
     Buckets = ?P:family(P, <<"throng_route_latency_seconds_bucket">>),
-    ?assertEqual(length(throng_stats_hist:bounds()), length(Buckets)),
+    ?assertEqual(length(throng_stats_spec:latency_buckets()), length(Buckets)),
     ?assertEqual(4.0, ?P:value(P, <<"throng_route_latency_seconds_bucket">>,
                                [{<<"le">>, <<"+Inf">>}])),
     ?assertEqual(1.0, ?P:value(P, <<"throng_route_latency_seconds_bucket">>,
@@ -50,3 +50,14 @@ prometheus_empty_test() ->
     ?assertEqual(#{families => #{}, samples => #{}},
                  ?P:parse(throng_stats_prom:render(#{}))).
 
+
+%% Every counter of the server is exported under its own declaration (from
+%% throng_metrics, through throng_info), never the generic one.
+server_counters_declared_test() ->
+    Server = [{throng_stats_spec:server_metric(N), K, H}
+              || #{name := N, kind := K, help := H} <- throng_info:metrics()],
+    ?assert(length(Server) > 20),
+    [?assertMatch(#{type := K, help := H}, throng_stats_spec:lookup(Name))
+     || {Name, K, H} <- Server],
+    ?assertEqual(<<"Undeclared metric.">>,
+                 maps:get(help, throng_stats_spec:lookup(throng_some_new_counter))).

@@ -18,6 +18,11 @@ stats_json_test() ->
     ?assertEqual(true, maps:get(<<"alarm">>, Q)),
     ?assertEqual(<<"odd \"name\"\n\\x">>, maps:get(<<"name">>, hd(maps:get(<<"top">>, Q)))),
     ?assertEqual(4, maps:get(<<"count">>, L)),
+    %% Per-bucket counts (not cumulative) at the Prometheus bounds.
+    [First | _] = Buckets = maps:get(<<"buckets">>, L),
+    ?assertEqual(#{<<"le_s">> => 5.0e-5, <<"count">> => 1}, First),
+    ?assertEqual(4, lists:sum([C || #{<<"count">> := C} <- Buckets])),
+    ?assertEqual(<<"+Inf">>, maps:get(<<"le_s">>, lists:last(Buckets))),
     ?assertEqual(7, maps:get(<<"sessions">>, C)),
     ?assertEqual(4.0, maps:get(<<"stanzas_in">>, C)).
 

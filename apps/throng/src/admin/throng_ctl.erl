@@ -1,21 +1,82 @@
 %% @doc Administration commands, run inside the server node on behalf of
 %% `bin/throng COMMAND ARGS...' (see {@link throng_ctl_cli}). Arguments follow
 %% ejabberdctl's order. Each command returns an exit code and text.
+%%
+%% Other applications add commands of their own at run time with
+%% {@link register_command/1} (throng_stats adds `stats' when it starts and
+%% removes it when it stops), so this module depends on none of them. A
+%% registered command is listed by `bin/throng help' while the node runs and
+%% is run like a built-in one. The registrations live in persistent_term
+%% (written at application start and stop only; read by every command).
 -module(throng_ctl).
 
 -include("throng.hrl").
 
--export([run/2, commands/0]).
+-export([run/2, commands/0, register_command/1, unregister_command/1, redraws/2]).
 
 -type result() :: {non_neg_integer(), iodata()}.
+%% name: the command word; usage: its arguments, for help and usage errors;
+%% help: one line; run: {M, F}, called as M:F(Args) in the node, returns an
+%% exit code and text, or `usage' when the arguments are wrong; redraw: when
+%% true, `bin/throng NAME' without arguments runs it every second and
+%% redraws the screen until Ctrl-C.
+-type command() :: #{name := string(), usage := string(), help := string(),
+                     run := {module(), atom()}, redraw => boolean()}.
+-export_type([result/0, command/0]).
+
+-define(REGISTERED, {?MODULE, commands}).
 
 -define(OK, 0).
 -define(ERROR, 1).
 -define(USAGE, 2).
 
-%% @doc The commands, their arguments and what they do (for help).
+%% @doc The commands, their arguments and what they do (for help): the
+%% built-in ones, then those registered, in the order they were registered.
 -spec commands() -> [{string(), string(), string()}].
 commands() ->
+    builtin() ++ [{N, U, H} || #{name := N, usage := U, help := H} <- registered_commands()].
+
+%% @doc Adds a command (or replaces the registration of the same name).
+%% A built-in command cannot be replaced.
+-spec register_command(command()) -> ok | {error, builtin}.
+register_command(#{name := Name, usage := U, help := H, run := {M, F}} = Cmd)
+  when is_list(Name), is_list(U), is_list(H), is_atom(M), is_atom(F) ->
+    case lists:keymember(Name, 1, builtin()) of
+        true -> {error, builtin};
+        false ->
+            Others = [C || #{name := N} = C <- registered_commands(), N =/= Name],
+            persistent_term:put(?REGISTERED, Others ++ [maps:merge(#{redraw => false}, Cmd)])
+    end.
+
+%% @doc Removes a registered command (nothing when it is not registered).
+-spec unregister_command(string()) -> ok.
+unregister_command(Name) ->
+    case [C || #{name := N} = C <- registered_commands(), N =/= Name] of
+        [] -> _ = persistent_term:erase(?REGISTERED), ok;
+        Others -> persistent_term:put(?REGISTERED, Others)
+    end.
+
+%% @doc Whether `bin/throng Cmd Args' redraws the command's output every
+%% second (a registered command with redraw, given no arguments).
+-spec redraws(string(), [string()]) -> boolean().
+redraws(Cmd, []) ->
+    case lookup(Cmd) of
+        #{redraw := Redraw} -> Redraw;
+        undefined -> false
+    end;
+redraws(_Cmd, _Args) ->
+    false.
+
+registered_commands() ->
+    persistent_term:get(?REGISTERED, []).
+
+lookup(Name) ->
+    case [C || #{name := N} = C <- registered_commands(), N =:= Name] of
+        [C] -> C;
+        [] -> undefined
+    end.
+
+builtin() ->
     [{"status", "", "Node status: uptime, connections, sessions, memory"},
      {"register", "USER DOMAIN PASSWORD", "Create an account"},
      {"unregister", "USER DOMAIN", "Remove an account, its roster and offline messages"},
@@ -29,9 +90,7 @@ commands() ->
      {"accounts", "DOMAIN", "Count the accounts of a domain"},
      {"counters", "", "Print the server's counters (name value), e.g. for scripts"},
      {"gc", "", "Write Mnesia's log into its tables and garbage-collect every process "
-      "(before a memory measurement)"},
-     {"stats", "[--once]", "Live statistics (OS, BEAM, server, message queues), redrawn "
-      "every second; --once prints one snapshot"}].
+      "(before a memory measurement)"}].
 
 -spec run(string(), [string()]) -> result().
 run("status", []) ->
@@ -95,13 +154,18 @@ run("gc", []) ->
     {?OK, io_lib:format("memory ~.1f MB -> ~.1f MB~n", [Before / 1048576, After / 1048576])};
 run("accounts", [S]) ->
     {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
-run("stats", Args) when Args =:= []; Args =:= ["--once"] ->
-    %% One snapshot as a table; bin/throng stats redraws it every second.
-    case whereis(throng_stats_collector) of
-        undefined -> {?ERROR, "Statistics are not running on this node (stats.enabled)\n"};
-        _ -> {?OK, throng_stats:text()}
-    end;
 run(Cmd, Args) ->
+    case lookup(Cmd) of
+        #{run := {M, F}} ->
+            case M:F(Args) of
+                usage -> usage(Cmd, Args);
+                {Code, Text} when is_integer(Code), Code >= 0 -> {Code, Text}
+            end;
+        undefined ->
+            usage(Cmd, Args)
+    end.
+
+usage(Cmd, Args) ->
     case lists:keyfind(Cmd, 1, commands()) of
         {_, Usage, _} ->
             {?USAGE, io_lib:format("Usage: throng ~s ~s (got ~b arguments)~n",

@@ -11,8 +11,8 @@ main() ->
     [NodeStr | Rest] = init:get_plain_arguments(),
     Node = list_to_atom(NodeStr),
     case Rest of
-        [] -> usage(), halt(2);
-        ["help" | _] -> usage(), halt(0);
+        [] -> usage(Node), halt(2);
+        ["help" | _] -> usage(Node), halt(0);
         [Cmd | Args] -> halt(command(Node, Cmd, Args))
     end.
 
@@ -57,46 +57,54 @@ command(Node, "stop", []) ->
         pong -> _ = rpc:call(Node, init, stop, []), 0;
         pang -> not_running(Node)
     end;
-command(Node, "stats", []) ->
-    case net_adm:ping(Node) of
-        pong -> stats_loop(Node);
-        pang -> not_running(Node)
-    end;
 command(Node, Cmd, Args) ->
     case net_adm:ping(Node) of
         pang -> not_running(Node);
         pong ->
-            case rpc:call(Node, throng_ctl, run, [Cmd, Args], infinity) of
-                {Code, Text} when is_integer(Code) ->
-                    io:put_chars(Text),
-                    Code;
-                {badrpc, Why} ->
-                    io:format(standard_error, "throng: ~s failed on ~s: ~p~n", [Cmd, Node, Why]),
-                    1
+            case rpc:call(Node, throng_ctl, redraws, [Cmd, Args]) of
+                true -> redraw_loop(Node, Cmd);
+                _ -> once(Node, Cmd, Args)
             end
     end.
 
-%% `throng stats': the server's table, redrawn every second until Ctrl-C
-%% (`throng stats --once' is an ordinary command: one table, then exit).
-stats_loop(Node) ->
-    case rpc:call(Node, throng_ctl, run, ["stats", []], 10000) of
+once(Node, Cmd, Args) ->
+    result(Node, Cmd, rpc:call(Node, throng_ctl, run, [Cmd, Args], infinity)).
+
+%% A command registered with redraw (`throng stats'), given no arguments:
+%% its output redrawn every second until Ctrl-C or a failure.
+redraw_loop(Node, Cmd) ->
+    case rpc:call(Node, throng_ctl, run, [Cmd, []], 10000) of
         {0, Text} ->
             io:put_chars(["\e[H\e[2J", Text, "\n(redrawn every second; Ctrl-C to quit)\n"]),
             timer:sleep(1000),
-            stats_loop(Node);
-        {Code, Text} when is_integer(Code) ->
-            io:put_chars(Text),
-            Code;
-        {badrpc, Why} ->
-            io:format(standard_error, "throng: stats failed on ~s: ~p~n", [Node, Why]),
-            1
+            redraw_loop(Node, Cmd);
+        Other ->
+            result(Node, Cmd, Other)
     end.
+
+result(_Node, _Cmd, {Code, Text}) when is_integer(Code) ->
+    io:put_chars(Text),
+    Code;
+result(Node, Cmd, {badrpc, Why}) ->
+    io:format(standard_error, "throng: ~s failed on ~s: ~p~n", [Cmd, Node, Why]),
+    1.
 
 not_running(Node) ->
     io:format(standard_error, "throng: node ~s is not running~n", [Node]),
     3.
 
-usage() ->
+%% The help: the running node's commands (its applications may have added
+%% some), or the built-in ones when it is not running.
+usage(Node) ->
+    {Commands, Note} = case net_adm:ping(Node) of
+                           pong ->
+                               case rpc:call(Node, throng_ctl, commands, [], 10000) of
+                                   L when is_list(L) -> {L, []};
+                                   {badrpc, _} -> {throng_ctl:commands(), not_listed()}
+                               end;
+                           pang ->
+                               {throng_ctl:commands(), not_listed()}
+                       end,
     io:put_chars(
       ["Usage: throng COMMAND [ARGS]\n\n"
        "Node:\n"
@@ -108,6 +116,11 @@ usage() ->
        "  check-config              validate the configuration file and exit\n\n"
        "Administration (on the running node):\n",
        [io_lib:format("  ~-25s ~s~n", [Cmd ++ " " ++ Args, Doc])
-        || {Cmd, Args, Doc} <- throng_ctl:commands()],
+        || {Cmd, Args, Doc} <- Commands],
+       Note,
        "\nEnvironment: THRONG_CONFIG (configuration file), THRONG_NODE (node name,\n"
        "default throng@127.0.0.1), THRONG_COOKIE (distribution cookie).\n"]).
+
+not_listed() ->
+    "  (the node is not running: commands added by its applications, such as\n"
+    "  stats, are listed while it runs)\n".

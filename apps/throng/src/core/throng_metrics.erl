@@ -7,63 +7,86 @@
 %% up and down (e.g. connections open).
 -module(throng_metrics).
 
--export([init/0, incr/1, add/2, value/1, all/0, names/0, gauges/0]).
+-export([init/0, incr/1, add/2, value/1, all/0, names/0, gauges/0, metrics/0]).
 -export([stanza_in/1, stanza_out/2, bytes_in/2, check_queue/0, hot_queues/0,
-         init_hot_queues/0]).
+         init_hot_queues/0, clear_hot_queue/1]).
 
 -define(KEY, {?MODULE, counters}).
 
-%% The order is the counter index; append only.
--define(NAMES,
-        [connections_accepted,     %% TCP connections accepted on c2s listeners
-         connections_closed,       %% c2s connections that ended, for any reason
-         connections_open,         %% gauge: c2s connections open now
-         accept_errors,            %% accept() calls that failed (emfile, ...)
-         tls_established,          %% STARTTLS handshakes that succeeded
-         tls_failed,               %% STARTTLS handshakes that failed
-         logins,                   %% SASL successes
-         auth_failures,            %% SASL failures
-         sessions_opened,          %% resources bound
-         sessions_closed,          %% bound sessions that ended
-         stanzas_in_message,       %% stanzas received from clients, by kind
-         stanzas_in_presence,
-         stanzas_in_iq,
-         stanzas_in_other,         %% nonzas (sm acks, ...) received
-         stanzas_out_message,      %% stanzas written to clients, by kind
-         stanzas_out_presence,
-         stanzas_out_iq,
-         stanzas_out_other,
-         bytes_in,                 %% bytes read from client sockets (after TLS)
-         bytes_out,                %% bytes written to client sockets (before TLS)
-         messages_routed,          %% message stanzas routed to a local session
-         offline_stored,           %% messages written to offline storage
-         offline_delivered,        %% offline messages delivered at login
-         offline_rejected,         %% messages refused because a user's offline store was full
-         stream_errors,            %% stream errors sent
-         stanza_errors,            %% stanza errors sent
-         sm_resumed,               %% XEP-0198 resumptions that succeeded
-         sm_redelivered,           %% unacknowledged stanzas re-sent on resumption
-         shaper_delays,            %% times a connection was paused by its traffic shaper
-         registrations,            %% accounts created (in-band or admin)
-         bytes_in_message,         %% stanza bytes from clients, by kind
-         bytes_in_presence,
-         bytes_in_iq,
-         bytes_in_other,
-         bytes_out_message,        %% stanza bytes to clients, by kind
-         bytes_out_presence,
-         bytes_out_iq,
-         bytes_out_other]).
-
 -type name() :: atom().
--export_type([name/0]).
+-type kind() :: counter | gauge.
+-type labels() :: [{atom(), binary()}].
+%% One figure of the server: a running total (counter) or a level that goes
+%% up and down (gauge), its unit, a one-line help, and the counters that hold
+%% it: one, or one per value of a label (stanzas by kind).
+-type metric() :: #{name := atom(), kind := kind(), unit := binary(), help := binary(),
+                    counters := [{name(), labels()}]}.
+-export_type([name/0, kind/0, labels/0, metric/0]).
+
+%% @doc Every counter, declared once: the metrics they make up, in counter
+%% index order (append only). The statistics application exports each
+%% metric as throng_NAME with this kind, unit and help.
+-spec metrics() -> [metric()].
+metrics() ->
+    [m(connections_accepted, counter, "connections", "TCP connections accepted."),
+     m(connections_closed, counter, "connections", "Client connections that ended."),
+     m(connections, gauge, "connections", "Client connections open, whatever their stage.",
+       [{connections_open, []}]),
+     m(accept_errors, counter, "errors", "accept() calls that failed (emfile, ...)."),
+     m(tls_established, counter, "handshakes", "STARTTLS handshakes that succeeded."),
+     m(tls_failed, counter, "handshakes", "STARTTLS handshakes that failed."),
+     m(logins, counter, "logins", "SASL authentications that succeeded."),
+     m(auth_failures, counter, "failures", "SASL authentications that failed."),
+     m(sessions_opened, counter, "sessions", "Resources bound."),
+     m(sessions_closed, counter, "sessions", "Bound sessions that ended."),
+     m(stanzas_in, counter, "stanzas",
+       "Stanzas received from clients, by kind (message, presence, iq, other = nonzas).",
+       by_kind("stanzas_in_")),
+     m(stanzas_out, counter, "stanzas", "Stanzas written to clients, by kind.",
+       by_kind("stanzas_out_")),
+     m(bytes_received, counter, "bytes", "Bytes read from client sockets (after TLS).",
+       [{bytes_in, []}]),
+     m(bytes_sent, counter, "bytes", "Bytes written to client sockets (before TLS).",
+       [{bytes_out, []}]),
+     m(messages_routed, counter, "messages", "Messages delivered to a local session."),
+     m(offline_stored, counter, "messages", "Messages written to offline storage."),
+     m(offline_delivered, counter, "messages", "Offline messages delivered at login."),
+     m(offline_rejected, counter, "messages",
+       "Messages refused because the user's offline store was full."),
+     m(stream_errors, counter, "errors", "Stream errors sent."),
+     m(stanza_errors, counter, "errors", "Stanza errors sent."),
+     m(sm_resumed, counter, "sessions", "XEP-0198 resumptions that succeeded."),
+     m(sm_redelivered, counter, "stanzas", "Unacknowledged stanzas re-sent on resumption."),
+     m(shaper_delays, counter, "pauses", "Times a connection was paused by its shaper."),
+     m(registrations, counter, "accounts", "Accounts created."),
+     m(stanza_bytes_in, counter, "bytes",
+       "Bytes of the stanzas received from clients, by kind (as parsed, after TLS).",
+       by_kind("bytes_in_")),
+     m(stanza_bytes_out, counter, "bytes",
+       "Bytes of the stanzas written to clients, by kind (serialized, before TLS).",
+       by_kind("bytes_out_"))].
+
+m(Name, Kind, Unit, Help) ->
+    m(Name, Kind, Unit, Help, [{Name, []}]).
+
+m(Name, Kind, Unit, Help, Counters) ->
+    #{name => Name, kind => Kind, unit => list_to_binary(Unit), help => list_to_binary(Help),
+      counters => Counters}.
+
+%% The counters PREFIX_message, _presence, _iq and _other, labelled by kind.
+by_kind(Prefix) ->
+    [{list_to_atom(Prefix ++ K), [{kind, list_to_binary(K)}]}
+     || K <- ["message", "presence", "iq", "other"]].
+
 
 %% @doc Creates the counters; called once at application start.
 -spec init() -> ok.
 init() ->
     case persistent_term:get(?KEY, undefined) of
         undefined ->
-            Ref = counters:new(length(?NAMES), [write_concurrency]),
-            Index = maps:from_list(lists:zip(?NAMES, lists:seq(1, length(?NAMES)))),
+            Names = names(),
+            Ref = counters:new(length(Names), [write_concurrency]),
+            Index = maps:from_list(lists:zip(Names, lists:seq(1, length(Names)))),
             persistent_term:put(?KEY, {Ref, Index});
         _ ->
             ok
@@ -90,14 +113,15 @@ all() ->
     {Ref, Index} = persistent_term:get(?KEY),
     maps:map(fun(_Name, I) -> counters:get(Ref, I) end, Index).
 
+%% @doc Every counter, in index order.
 -spec names() -> [name()].
 names() ->
-    ?NAMES.
+    [C || #{counters := Cs} <- metrics(), {C, _} <- Cs].
 
 %% @doc The counters that are levels rather than running totals.
 -spec gauges() -> [name()].
 gauges() ->
-    [connections_open].
+    [C || #{kind := gauge, counters := Cs} <- metrics(), {C, _} <- Cs].
 
 -spec stanza_in(binary()) -> ok.
 stanza_in(<<"message">>) -> incr(stanzas_in_message);
@@ -152,3 +176,10 @@ check_queue() ->
 -spec hot_queues() -> [{pid(), non_neg_integer(), integer()}].
 hot_queues() ->
     ets:tab2list(?HOT).
+
+%% @doc Removes the row of a queue seen to have drained (or of a process
+%% that died): exactly that row, so a newer report of the same process stays.
+-spec clear_hot_queue({pid(), non_neg_integer(), integer()}) -> ok.
+clear_hot_queue(Row) ->
+    true = ets:delete_object(?HOT, Row),
+    ok.

@@ -16,7 +16,7 @@
 
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
-         available/1, lookup/1, count/0, all/0, info/1]).
+         available/1, lookup/1, count/0, all/0, info/1, next/1]).
 
 -define(TAB, throng_session).
 
@@ -31,7 +31,8 @@
 
 -type entry() :: {Resource :: binary(), pid(), Prio :: undefined | integer(),
                   Pres :: undefined | #xmlel{}}.
--export_type([entry/0]).
+-type key() :: {{binary(), binary()}, binary()}.
+-export_type([entry/0, key/0]).
 
 -spec init() -> ok.
 init() ->
@@ -114,4 +115,24 @@ info(#jid{user = U, server = S, resource = R}) ->
     case ets:lookup(?TAB, {{U, S}, R}) of
         [#session{pid = P, prio = Prio}] -> #{pid => P, prio => Prio};
         [] -> undefined
+    end.
+
+%% @doc The session after Key in table order, wrapping around to the first
+%% (undefined: the first), with its process; none when there is no session.
+%% One ets:next per call: walking with it visits every session in turn.
+-spec next(key() | undefined) -> {key(), pid()} | none.
+next(Key) ->
+    Next = case Key of
+               undefined -> ets:first(?TAB);
+               _ -> case ets:next(?TAB, Key) of
+                        '$end_of_table' -> ets:first(?TAB);
+                        K -> K
+                    end
+           end,
+    case Next of
+        '$end_of_table' -> none;
+        _ ->
+            try {Next, ets:lookup_element(?TAB, Next, #session.pid)}
+            catch error:badarg -> none   %% ended meanwhile
+            end
     end.

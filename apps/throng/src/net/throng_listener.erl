@@ -4,7 +4,7 @@
 -module(throng_listener).
 -behaviour(gen_server).
 
--export([start_link/4, info/1, port/1]).
+-export([start_link/4, info/1, port/1, connections/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type ref() :: {listener, pos_integer()}.
@@ -28,6 +28,12 @@ port(Ref) ->
     #{lsock := L} = info(Ref),
     {ok, Port} = inet:port(L),
     Port.
+
+%% @doc The connections a listener holds now (slots taken).
+-spec connections(ref()) -> integer().
+connections(Ref) ->
+    #{count := C} = info(Ref),
+    atomics:get(C, 1).
 
 -spec init({ref(), map(), module(), module()}) -> {ok, ref()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,

@@ -45,7 +45,7 @@
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4, roster_version/2]).
--export([offline_store/4, offline_pop/2, offline_count/2]).
+-export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -type luser() :: binary().
@@ -99,6 +99,9 @@
 -callback kv_delete(bucket(), Key :: term()) -> ok.
 %% Every key of the bucket, in no order; may scan everything (not for a hot path).
 -callback kv_keys(bucket()) -> [term()].
+%% Messages held for every user together (statistics: read once a second, so
+%% it must be cheap, e.g. a table's size rather than a scan).
+-callback offline_total() -> non_neg_integer().
 
 -define(BACKEND_KEY, {?MODULE, backend}).
 
@@ -183,3 +186,5 @@ kv_delete(B, K) -> (backend()):kv_delete(B, K).
 %% administration and tests, not for a hot path.
 -spec kv_keys(bucket()) -> [term()].
 kv_keys(B) -> (backend()):kv_keys(B).
+-spec offline_total() -> non_neg_integer().
+offline_total() -> (backend()):offline_total().

@@ -16,7 +16,7 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
-         offline_store/4, offline_pop/2, offline_count/2,
+         offline_store/4, offline_pop/2, offline_count/2, offline_total/0,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -382,3 +382,9 @@ kv_delete(Bucket, Key) when is_atom(Bucket) ->
 -spec kv_keys(atom()) -> [term()].
 kv_keys(Bucket) when is_atom(Bucket) ->
     dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
+
+%% @doc The size of the offline table: one row per message (a bag), read in
+%% constant time.
+-spec offline_total() -> non_neg_integer().
+offline_total() ->
+    mnesia:table_info(throng_offline, size).

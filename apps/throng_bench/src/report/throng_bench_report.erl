@@ -51,12 +51,12 @@ run_html(Summary, Rows, #{hists := Hists}) ->
                                     {"response p99", Col(response_p99_ms)}])})]
         ++ [[<<"<h3>">>, escape(atom_to_binary(H)), <<" latency histogram</h3>\n">>,
              throng_bench_svg:histogram(#{title => [atom_to_binary(H), " (",
-                                                    integer_to_list(throng_bench_hist:count(S)),
+                                                    integer_to_list(throng_hist:count(S)),
                                                     " samples)"],
                                           x_label => "ms (log scale)", unit_div => 1000,
-                                          bars => throng_bench_hist:bars(S, 20)})]
+                                          bars => throng_hist:bars(S, 20)})]
             || H <- throng_bench_metrics:hist_names(), S <- [maps:get(H, Hists)],
-               throng_bench_hist:count(S) > 0]
+               throng_hist:count(S) > 0]
         ++ case Col(server_rss_bytes) of
                [] -> [];
                _ -> [chart(#{title => "Server resident memory (RSS)", x_label => "time (s)",

@@ -31,8 +31,8 @@ error_count(C) ->
 latency(#{hists := H}, Names) ->
     maps:from_list([{N, maps:map(fun(count, V) -> V;
                                     (_, V) -> ms(V)
-                                 end, throng_bench_hist:summary(S))}
-                    || N <- Names, S <- [maps:get(N, H)], throng_bench_hist:count(S) > 0]).
+                                 end, throng_hist:summary(S))}
+                    || N <- Names, S <- [maps:get(N, H)], throng_hist:count(S) > 0]).
 
 %% @doc us -> ms (undefined stays).
 -spec ms(number() | undefined) -> number() | undefined.
@@ -46,7 +46,7 @@ ms(Us) -> Us / 1000.
 %% server still giving memory back to the OS after its set-up shrinks
 %% while the first users arrive; measured from the RSS before the run, its
 %% cost per session would then look far too small.)
--spec server([map()], throng_bench_proc:sample() | undefined, atom(), atom()) -> map().
+-spec server([map()], throng_proc_sample:sample() | undefined, atom(), atom()) -> map().
 server(Rows, Base, PerKey, Unit) ->
     Rss = [{R, V} || R = #{server_rss_bytes := V} <- Rows, is_integer(V)],
     PeakRows = [R || {R, _} <- Rss],

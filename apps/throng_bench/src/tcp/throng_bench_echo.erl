@@ -100,7 +100,7 @@ step(Mode, {Host, _} = Target, N, Size, Count, Opts) ->
                  {ok, S} -> S;
                  {error, R} -> throw({step_error, {connect, R}})
              end || _ <- lists:seq(1, N)],
-    Hist = throng_bench_hist:new(),
+    Hist = throng_hist:new(),
     Msg = binary:copy(<<"x">>, Size),
     Self = self(),
     Workers = [spawn_link(fun() ->
@@ -119,7 +119,7 @@ step(Mode, {Host, _} = Target, N, Size, Count, Opts) ->
     end,
     Msgs = N * Count,
     Bytes = Msgs * Size,
-    H = throng_bench_hist:summary(throng_bench_hist:snapshot(Hist)),
+    H = throng_hist:summary(throng_hist:snapshot(Hist)),
     Base = #{mode => Mode, sockets => N, size => Size, count => Msgs, bytes => Bytes,
              seconds => Elapsed / 1.0e6, msgs_per_s => Msgs * 1.0e6 / Elapsed,
              mib_per_s => Bytes * 1.0e6 / Elapsed / 1048576,
@@ -139,7 +139,7 @@ echo_loop(S, Msg, Size, N, Timeout, Hist) ->
         ok ->
             case gen_tcp:recv(S, Size, Timeout) of
                 {ok, _} ->
-                    throng_bench_hist:record(Hist, erlang:monotonic_time(microsecond) - T0),
+                    throng_hist:record(Hist, erlang:monotonic_time(microsecond) - T0),
                     echo_loop(S, Msg, Size, N - 1, Timeout, Hist);
                 {error, R} -> {error, R}
             end;

@@ -1,14 +1,16 @@
-%% @doc Parsers of the Linux /proc files the collector reads. Pure functions
-%% of the file contents (tested against captured files), so that reading
-%% (see {@link throng_stats_os}) stays apart from parsing.
+%% @doc Parsers of Linux /proc files: the one implementation for the
+%% statistics collector (throng_stats_os), throng-bench and the benchmark
+%% scripts. Pure functions of the file contents (tested against captured
+%% files), so that reading (see {@link throng_proc_sample} and
+%% throng_stats_os, which keeps its files open) stays apart from parsing.
 %%
 %% Numbers in /proc are in the units the kernel chose: CPU times in clock
-%% ticks (USER_HZ, read from the auxiliary vector), resident memory in
-%% pages or kB, TCP memory in pages. The parsers return them unconverted;
-%% the sampler converts.
--module(throng_stats_proc).
+%% ticks (USER_HZ: {@link throng_proc_sample:clock_ticks/0}), resident
+%% memory in pages or kB, TCP memory in pages. The parsers return them
+%% unconverted; the readers convert.
+-module(throng_proc).
 
--export([self_stat/1, host_stat/1, status/1, status/2, limits/1, netstat/1, netstat/2,
+-export([stat/1, host_stat/1, status/1, status/2, limits/1, netstat/1, netstat/2,
          sockstat/1, auxv/1]).
 
 -type stat() :: #{utime := non_neg_integer(), stime := non_neg_integer(),
@@ -22,11 +24,11 @@
 %% The fields of the "cpu" line of /proc/stat, in order (proc(5)).
 -define(CPU_MODES, [user, nice, system, idle, iowait, irq, softirq, steal]).
 
-%% @doc /proc/PID/stat. The command name (field 2) is in parentheses and
-%% may itself hold spaces and parentheses: the fields are counted from the
-%% last ") ".
--spec self_stat(binary()) -> stat().
-self_stat(Bin) ->
+%% @doc /proc/PID/stat (of this process or any other). The command name
+%% (field 2) is in parentheses and may itself hold spaces and parentheses:
+%% the fields are counted from the last ") ".
+-spec stat(binary()) -> stat().
+stat(Bin) ->
     Tail = lists:last(binary:split(Bin, <<") ">>, [global])),
     %% Tail starts at field 3 (state): field N is element N - 2.
     F = list_to_tuple(binary:split(trim(Tail), <<" ">>, [global, trim_all])),

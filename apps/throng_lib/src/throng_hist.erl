@@ -1,6 +1,7 @@
-%% @doc HDR-style latency histogram.
+%% @doc HDR-style latency histogram: the one histogram of throng-bench (every
+%% timed transaction) and throng_stats (the routing-latency probes).
 %%
-%% Values are non-negative integers (throng-bench records microseconds).
+%% Values are non-negative integers (both record microseconds).
 %% Buckets are log-linear: values below 128 have a bucket each; above that,
 %% every power of two [2^k, 2^(k+1)) is split into 128 equal sub-buckets, so a
 %% bucket is never wider than 1/128 (0.8 %) of its lower bound: two
@@ -11,14 +12,15 @@
 %% adds to its own copy, no lock, no message) plus an `atomics' array for the
 %% exact min and max. Recording is a handful of BIF calls from any process.
 %% A {@link snapshot()} is a plain term (sparse bucket map) that can be sent
-%% between VMs, merged, subtracted (for per-interval views) and queried for
-%% percentiles.
--module(throng_bench_hist).
+%% between VMs, merged, subtracted (for per-interval views), queried for
+%% percentiles, and counted against fixed bounds for Prometheus
+%% ({@link le_counts/2}).
+-module(throng_hist).
 
 -export([new/0, record/2, reset/1, snapshot/1,
          empty/0, from_list/1, merge/2, subtract/2,
          count/1, sum/1, mean/1, max/1, min/1, percentile/2, summary/1,
-         index/1, bounds/1, value_at/1, bars/2, nbuckets/0]).
+         le_counts/2, index/1, bounds/1, value_at/1, bars/2, nbuckets/0]).
 
 -export_type([hist/0, snapshot/0]).
 
@@ -80,20 +82,30 @@ reset(#hist{c = C, a = A}) ->
 %% @doc A consistent-enough copy of a live histogram (recording may go on).
 -spec snapshot(hist()) -> snapshot().
 snapshot(#hist{c = C, a = A}) ->
-    Buckets = collect(C, ?NB, #{}),
-    Count = maps:fold(fun(_, N, Acc) -> N + Acc end, 0, Buckets),
+    %% Only the buckets from the smallest to the largest value recorded can
+    %% hold anything: of the ~3,800 buckets, the values of one histogram
+    %% usually span a few hundred, and each read costs ~0.1 us. (A value
+    %% being recorded meanwhile outside that span shows in the next snapshot.)
     Min = atomics:get(A, ?MIN_IX),
+    Max = atomics:get(A, ?MAX_IX),
+    Buckets = case Min of
+                  ?NO_MIN -> #{};
+                  _ -> maps:from_list(collect(C, index(Max) + 1, index(Min) + 1, []))
+              end,
+    Count = maps:fold(fun(_, N, Acc) -> N + Acc end, 0, Buckets),
     #{buckets => Buckets,
       count => Count,
       sum => counters:get(C, ?SUM_IX),
-      min => case Count of 0 -> undefined; _ when Min =:= ?NO_MIN -> undefined; _ -> Min end,
-      max => case Count of 0 -> undefined; _ -> atomics:get(A, ?MAX_IX) end}.
+      min => case Count of 0 -> undefined; _ -> Min end,
+      max => case Count of 0 -> undefined; _ -> Max end}.
 
-collect(_C, 0, Acc) -> Acc;
-collect(C, I, Acc) ->
+%% The counts of buckets I down to Lo (counter indices, 1-based), as
+%% {Bucket, Count} (one maps:from_list: cheaper than growing a map).
+collect(_C, I, Lo, Acc) when I < Lo -> Acc;
+collect(C, I, Lo, Acc) ->
     case counters:get(C, I) of
-        0 -> collect(C, I - 1, Acc);
-        N -> collect(C, I - 1, Acc#{I - 1 => N})
+        0 -> collect(C, I - 1, Lo, Acc);
+        N -> collect(C, I - 1, Lo, [{I - 1, N} | Acc])
     end.
 
 %% @doc The empty snapshot.
@@ -180,6 +192,28 @@ summary(S) ->
     #{count => count(S), mean => mean(S), min => min(S), max => max(S),
       p50 => percentile(S, 50), p90 => percentile(S, 90), p99 => percentile(S, 99),
       p999 => percentile(S, 99.9)}.
+
+%% @doc Cumulative counts at ascending upper bounds (the `le' buckets of a
+%% Prometheus histogram; `infinity' counts everything): for each bound, the
+%% values at or below it. Exact up to 255; above, a bucket that holds the
+%% bound counts whole, so values up to 1/128 above a bound may count as
+%% below it.
+-spec le_counts(snapshot(), [non_neg_integer() | infinity]) -> [non_neg_integer()].
+le_counts(#{buckets := B, count := N}, Bounds) ->
+    Sorted = lists:sort(maps:to_list(B)),
+    le_counts(Sorted, Bounds, 0, N).
+
+le_counts(_Buckets, [], _Acc, _N) ->
+    [];
+le_counts(_Buckets, [infinity | Rest], _Acc, N) ->
+    [N | le_counts([], Rest, N, N)];
+le_counts([{I, C} | More] = Buckets, [Bound | Rest] = Bounds, Acc, N) ->
+    case element(1, bounds(I)) =< Bound of
+        true -> le_counts(More, Bounds, Acc + C, N);
+        false -> [Acc | le_counts(Buckets, Rest, Acc, N)]
+    end;
+le_counts([], [_Bound | Rest], Acc, N) ->
+    [Acc | le_counts([], Rest, Acc, N)].
 
 %% @doc Bucket index of a value (0-based).
 -spec index(non_neg_integer()) -> non_neg_integer().
