@@ -17,7 +17,7 @@ cmd=${1:-}
 dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR [PORT] [USERS] [CONTACTS] [ITERATIONS]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd -P)
-rel="$root/_build/default/rel/throng/bin/throng"
+rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"   # THRONG_REL: another release (bench/pair.sh)
 [ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
 export THRONG_NODE=throngbench@127.0.0.1 THRONG_RUN_DIR="$dir" THRONG_CONFIG="$dir/throng.yml"
 case "$cmd" in

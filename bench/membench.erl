@@ -77,7 +77,12 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     io:format("logged in ~b sessions in ~.1f s (~.1f logins/s); server CPU ~.3f ms per login~n",
               [length(Clients), (T1 - T0) / 1000, length(Clients) * 1000 / max(1, T1 - T0),
                (Cpu1 - Cpu0) / length(Clients)]),
-    Sessions = rpc:call(Node, throng_info, sessions, []),
+    %% throng_info is the server's read API; a build older than it (a
+    %% before/after pair, bench/pair.sh) is asked through throng_sm.
+    Sessions = case rpc:call(Node, throng_info, sessions, []) of
+                   {badrpc, _} -> rpc:call(Node, throng_sm, count, []);
+                   S -> S
+               end,
     io:format("sessions on the server: ~p~n", [Sessions]),
     chat(Clients),
     settle(Node, Settle),
@@ -113,7 +118,13 @@ print_allocators(Node, Label) ->
 
 session_pid(Node) ->
     case rpc:call(Node, throng_info, next_session, [undefined]) of
-        {_, Pid} -> Pid;
+        {_, Pid} when is_pid(Pid) -> Pid;
+        {badrpc, _} ->
+            %% A build older than throng_info (bench/pair.sh).
+            case rpc:call(Node, throng_sm, all, []) of
+                [{_, Pid} | _] -> Pid;
+                _ -> self()
+            end;
         _ -> self()
     end.
 

@@ -12,7 +12,7 @@ set -eu
 N=${1:-15000}
 SETTLE=${SETTLE:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-REL="$ROOT/_build/default/rel/throng"
+REL="${THRONG_REL:-$ROOT/_build/default/rel/throng}"   # THRONG_REL: another release (bench/pair.sh)
 [ -x "$REL/bin/throng" ] || { echo "build the release first: make release" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/throng-membench.XXXXXX)
 PORT=25222
