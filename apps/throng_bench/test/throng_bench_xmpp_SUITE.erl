@@ -78,7 +78,7 @@ end_per_group(_, _Config) -> ok.
 %% authentication failures from one address is off, or wrong_password's
 %% later users would wait seconds for their answer.
 start_throng(Config) ->
-    throng_ct:start(Config, #{registration => #{enabled => true, ip_interval => 0},
+    throng_ct:start(Config, #{modules => #{register => #{allow_create => true, ip_interval => 0}},
                               auth => #{max_failure_delay => 0}}),
     {ok, ?USERS} = throng_auth:bulk_register(<<"localhost">>, <<"user">>, ?USERS,
                                              <<"password">>, 18),

@@ -40,7 +40,7 @@ metric_values() ->
 %% @doc Bound sessions (resources) on this node.
 -spec sessions() -> non_neg_integer() | undefined.
 sessions() ->
-    case up(throng_tables) of   %% the owner of the session table
+    case up(throng_table_owner) of   %% the owner of the session table
         true -> throng_sm:count();
         false -> undefined
     end.
