@@ -38,6 +38,7 @@ PID=$(cat "$WORK/throng.pid")
 BEAM_PID=$(pgrep -P "$PID" beam.smp || echo "$PID")
 erlc -o "$WORK" "$ROOT/bench/membench.erl"
 # membench reads /proc with throng_lib's throng_proc_sample.
-LIB=$(ls -d "$REL"/lib/throng_lib-*/ebin | head -n 1)
+# (This checkout's build first: the release measured may be older than throng_lib.)
+LIB=$(ls -d "$ROOT"/_build/default/lib/throng_lib/ebin "$REL"/lib/throng_lib-*/ebin 2>/dev/null | head -n 1)
 erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" -pa "$LIB" \
     -eval "membench:main([\"$THRONG_NODE\", \"$BEAM_PID\", \"$N\", \"$PORT\", \"$SETTLE\"])"

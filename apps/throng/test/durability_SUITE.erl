@@ -17,7 +17,8 @@
 all() ->
     [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
      offline_pop_keeps_messages_when_sync_fails, sync_process_down_fails_the_write,
-     aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database].
+     aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database,
+     login_while_store_fails_is_temporary].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config),
@@ -26,6 +27,7 @@ init_per_testcase(_TC, Config) ->
 
 end_per_testcase(_TC, _Config) ->
     catch meck:unload(mnesia),
+    catch meck:unload(throng_storage_mnesia),
     throng_ct:stop().
 
 %% The Reason of the storage_failed error Fun raises; fails if it returns.
@@ -161,3 +163,20 @@ reads_fail_the_same_way_without_database(_Config) ->
                  failure(fun() -> throng_storage:account_exists(<<"alice">>, ?S) end)),
     ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_get(?MODULE, k) end)),
     ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)).
+
+%% A login while the store cannot answer gets temporary-auth-failure
+%% (RFC 6120 §6.5.11), not not-authorized and not a dropped connection; the
+%% same stream logs in once the store answers again.
+login_while_store_fails_is_temporary(_Config) ->
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    ok = meck:expect(throng_storage_mnesia, get_credentials,
+                     fun(_, _) -> error({storage_failed, {aborted, {node_not_running, node()}}}) end),
+    C = throng_test_client:connect(#{}),
+    _ = throng_test_client:open_stream(C),
+    ?assertEqual({failure, <<"temporary-auth-failure">>},
+                 throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)),
+    ?assertEqual({failure, <<"temporary-auth-failure">>},
+                 throng_test_client:auth_scram(C, <<"alice">>, <<"password">>, sha256)),
+    ok = meck:unload(throng_storage_mnesia),
+    timer:sleep(200),   %% the second failure is answered after a short delay
+    ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).

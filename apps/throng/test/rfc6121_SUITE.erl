@@ -63,13 +63,7 @@ prio(N) ->
 
 %% A mutual subscription set directly in storage.
 mutual(A, B) ->
-    both(A, B), both(B, A).
-
-both(U, C) ->
-    {ok, _, _, _} = throng_storage:roster_update(
-                      U, <<"localhost">>, {C, <<"localhost">>},
-                      fun(_) -> {set, #roster_item{jid = {C, <<"localhost">>},
-                                                   subscription = both}} end).
+    throng_ct:mutual(A, B).
 
 %% A roster get; presence arriving meanwhile is skipped.
 roster_get(C) ->

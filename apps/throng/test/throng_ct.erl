@@ -2,7 +2,9 @@
 %% private data directory and a listener on a free port, and registers users.
 -module(throng_ct).
 
--export([start/1, start/2, stop/0, register/2, register/3, config/1]).
+-export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2]).
+
+-include("throng.hrl").
 
 %% @doc Starts Throng with test defaults (domain localhost, port 0, data in
 %% the suite's priv_dir) merged with Overrides (a config map, atom keys).
@@ -53,3 +55,17 @@ register(User, Password) ->
 -spec register(binary(), binary(), binary()) -> ok.
 register(User, Server, Password) ->
     ok = throng_auth:register(User, Server, Password).
+
+%% @doc A mutual subscription (both) between two localhost users, set
+%% directly in storage.
+-spec mutual(binary(), binary()) -> ok.
+mutual(A, B) ->
+    both(A, B),
+    both(B, A).
+
+both(U, C) ->
+    {ok, _, _, _} = throng_storage:roster_update(
+                      U, <<"localhost">>, {C, <<"localhost">>},
+                      fun(_) -> {set, #roster_item{jid = {C, <<"localhost">>},
+                                                   subscription = both}} end),
+    ok.

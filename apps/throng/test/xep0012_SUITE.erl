@@ -45,13 +45,7 @@ login(User) ->
     ?C:login(User, <<"password">>, <<"r">>).
 
 mutual(A, B) ->
-    both(A, B), both(B, A).
-
-both(U, C) ->
-    {ok, _, _, _} = throng_storage:roster_update(
-                      U, <<"localhost">>, {C, <<"localhost">>},
-                      fun(_) -> {set, #roster_item{jid = {C, <<"localhost">>},
-                                                   subscription = both}} end).
+    throng_ct:mutual(A, B).
 
 query() ->
     #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_LAST}]}.

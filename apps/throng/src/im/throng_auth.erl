@@ -177,9 +177,12 @@ sasl_ctx(Server) ->
     #{host => Server,
       get_credentials =>
           fun(U) ->
-                  case throng_storage:get_credentials(U, Server) of
+                  try throng_storage:get_credentials(U, Server) of
                       {ok, C} -> {ok, creds_map(C)};
                       not_found -> not_found
+                  catch
+                      %% The store cannot answer now: temporary-auth-failure.
+                      error:{storage_failed, Why} -> {error, Why}
                   end
           end,
       iterations => throng_config:get([auth, scram_iterations]),

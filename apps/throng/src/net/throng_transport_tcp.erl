@@ -34,11 +34,15 @@ peername({_, S, _}) -> inet:peername(S).
 -spec close(throng_transport:socket()) -> ok.
 close({_, S, _}) -> _ = gen_tcp:close(S), ok.
 
-%% @doc STARTTLS: the same TCP connection, now carrying TLS.
+%% @doc STARTTLS: the same TCP connection, now carrying TLS (any transport
+%% that can run over an accepted TCP port: `Into:over_tcp/2').
 -spec upgrade(throng_transport:socket(), module(), list()) ->
     {ok, throng_transport:socket()} | {error, term()}.
-upgrade({_, S, _}, throng_transport_tls, Opts) -> throng_transport_tls:over_tcp(S, Opts);
-upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
+upgrade({_, S, _}, Into, Opts) ->
+    case erlang:function_exported(Into, over_tcp, 2) of
+        true -> Into:over_tcp(S, Opts);
+        false -> {error, {cannot_upgrade, ?MODULE, Into}}
+    end.
 
 -spec decode(throng_transport:socket(), binary()) -> {ok, binary()}.
 decode(_Sock, Data) -> {ok, Data}.

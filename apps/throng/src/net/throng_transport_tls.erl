@@ -20,7 +20,7 @@ over_tcp(Port, Opts) ->
 %% @doc Listening is plain TCP; TLS starts per connection (direct TLS
 %% listeners are not offered yet: accept/1 refuses).
 -spec listen(inet:port_number(), [gen_tcp:listen_option()]) -> {ok, port()} | {error, term()}.
-listen(Port, Opts) -> gen_tcp:listen(Port, Opts).
+listen(Port, Opts) -> throng_transport_tcp:listen(Port, Opts).
 
 -spec accept(port()) -> {error, not_supported}.
 accept(_LSock) -> {error, not_supported}.
@@ -31,15 +31,16 @@ messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
 -spec send(throng_transport:socket(), iodata()) -> ok | {error, term()}.
 send({_, _, TLS}, Data) -> fast_tls:send(TLS, iolist_to_binary(Data)).
 
+%% Socket options, ownership and the peer are the TCP port's.
 -spec setopts(throng_transport:socket(), [gen_tcp:option()]) -> ok | {error, term()}.
-setopts({_, S, _}, Opts) -> inet:setopts(S, Opts).
+setopts(Sock, Opts) -> throng_transport_tcp:setopts(Sock, Opts).
 
 -spec controlling_process(throng_transport:socket(), pid()) -> ok | {error, term()}.
-controlling_process({_, S, _}, Pid) -> gen_tcp:controlling_process(S, Pid).
+controlling_process(Sock, Pid) -> throng_transport_tcp:controlling_process(Sock, Pid).
 
 -spec peername(throng_transport:socket()) ->
     {ok, {inet:ip_address(), inet:port_number()}} | {error, term()}.
-peername({_, S, _}) -> inet:peername(S).
+peername(Sock) -> throng_transport_tcp:peername(Sock).
 
 -spec close(throng_transport:socket()) -> ok.
 close({_, _, TLS}) -> _ = fast_tls:close(TLS), ok.
