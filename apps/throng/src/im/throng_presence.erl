@@ -10,7 +10,7 @@
 -include("throng.hrl").
 
 -export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, available_to/2,
-         unavailable_to/2, priority/1, subscribers/1]).
+         unavailable_to/2, priority/1]).
 
 %% @doc Built-in handlers (see throng_ext:builtin/0): presence routed to a
 %% local user, after the subscription handler of {@link throng_roster}.

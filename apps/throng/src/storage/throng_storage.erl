@@ -41,7 +41,7 @@
 
 -include("throng.hrl").
 
--export([init/0, backend/0, child_specs/0]).
+-export([init/0, child_specs/0]).
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4]).

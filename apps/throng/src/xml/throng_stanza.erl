@@ -4,7 +4,7 @@
 
 -include("throng.hrl").
 
--export([kind/1, type/1, id/1, error_reply/2, error_reply/3, error_el/2,
+-export([kind/1, type/1, id/1, error_reply/2, error_reply/3,
          iq_result/1, iq_result/2, is_error/1, set_from_to/3, strip_from_to/1,
          copy/1]).
 
