@@ -10,6 +10,10 @@
 -export([salted_password/4, client_key/2, stored_key/2, server_key/2,
          client_signature/3, server_signature/3, client_proof/2,
          verify_proof/4, keys/4, verify_password/3]).
+%% API used by tests: the client side of SCRAM (throng_test_client, the RFC
+%% test vectors).
+-ignore_xref([{salted_password, 4}, {client_key, 2}, {stored_key, 2}, {server_key, 2},
+              {client_signature, 3}, {client_proof, 2}]).
 
 -type hash() :: sha | sha256.
 -type keys() :: #{stored_key := binary(), server_key := binary()}.

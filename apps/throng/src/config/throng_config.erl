@@ -12,6 +12,8 @@
 -module(throng_config).
 
 -export([load/0, load_file/1, validate/1, get/1, source/0, modules/1]).
+%% API used by tests and operators (a file, a raw configuration).
+-ignore_xref([{load_file, 1}, {validate, 1}]).
 
 -define(PT, ?MODULE).
 

@@ -47,6 +47,8 @@
 -export([roster_get/2, roster_get_item/3, roster_update/4]).
 -export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
+%% API used by tests and operators (administration: every key of a bucket).
+-ignore_xref([{kv_keys, 1}]).
 
 -type luser() :: binary().
 -type lserver() :: binary().
