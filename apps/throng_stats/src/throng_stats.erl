@@ -5,7 +5,7 @@
 %% no call waits on the collector.
 -module(throng_stats).
 
--export([snapshot/0, history/0, http_port/0, text/0, running/0]).
+-export([snapshot/0, history/0, http_port/0, text/0]).
 -export([ctl_command/0, ctl_stats/1]).
 
 -define(TAB, throng_stats).
