@@ -10,7 +10,7 @@
 %% every 10 s while running, so a run that dies part-way leaves them behind.
 -module(throng_bench_run).
 
--export([run/1, row/6, rate_keys/0]).
+-export([run/1, row/6]).
 
 -define(PARTIAL_EVERY, 10).
 

@@ -12,7 +12,7 @@
 -module(throng_bench_http).
 -behaviour(throng_bench_worker).
 
--export([run/1, parse_url/1]).
+-export([run/1]).
 -export([progress/3, summary/3]).
 -export([start/2, status/0, stop/0, halt/0]).
 

@@ -7,8 +7,7 @@
 %% is a plain map that can be sent to worker VMs.
 -module(throng_bench_scenario).
 
--export([load/1, parse/2, builtin_names/0, apply_overrides/2, validate/1,
-         format_error/1, session_index/2, describe/1]).
+-export([load/1, parse/2, apply_overrides/2, session_index/2, describe/1]).
 
 -export_type([scenario/0]).
 

@@ -8,7 +8,7 @@
 
 -compile({no_auto_import, [halt/0]}).
 
--export([start/2, status/0, stop/0, halt/0, compile/1]).
+-export([start/2, status/0, stop/0, halt/0]).
 
 -define(JOB, throng_bench_xmpp_job).
 -define(SAMPLE, 100).
