@@ -11,6 +11,8 @@
 -module(throng_bench_echo).
 
 -export([run/2, sizes/2]).
+%% API used by tests: the message sizes of a run.
+-ignore_xref([{sizes, 2}]).
 
 -type mode() :: echo | flow.
 

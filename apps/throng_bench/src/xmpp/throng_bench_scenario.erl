@@ -8,6 +8,8 @@
 -module(throng_bench_scenario).
 
 -export([load/1, parse/2, apply_overrides/2, session_index/2, describe/1]).
+%% API used by tests: a scenario from YAML text.
+-ignore_xref([{parse, 2}]).
 
 -export_type([scenario/0]).
 
