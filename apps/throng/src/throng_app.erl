@@ -11,6 +11,8 @@
 -behaviour(application).
 
 -export([start/2, prep_stop/1, stop/1]).
+%% Optional application callback (rebar3 only knows the required ones).
+-ignore_xref([{prep_stop, 1}]).
 
 -spec start(application:start_type(), term()) -> {ok, pid()} | {error, term()}.
 start(_Type, _Args) ->

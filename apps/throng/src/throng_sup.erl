@@ -21,6 +21,8 @@
 -module(throng_sup).
 -behaviour(supervisor).
 -export([start_link/0, start_services/0, init/1]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_services, 0}]).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->

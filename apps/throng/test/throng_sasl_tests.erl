@@ -100,9 +100,6 @@ plain(AuthzId, AuthcId, Password, Ctx) ->
 
 %%% The RFC examples
 
-mechanisms_test() ->
-    ?assertEqual([<<"SCRAM-SHA-256">>, <<"SCRAM-SHA-1">>, <<"PLAIN">>], throng_sasl:mechanisms()).
-
 %% RFC 5802 §5.
 rfc5802_exchange_test() ->
     Ctx = (ctx(#{<<"user">> => creds(<<"pencil">>, base64:decode(<<"QSXCR+Q6sek8bf92">>), 4096)}))

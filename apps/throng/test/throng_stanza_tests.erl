@@ -23,7 +23,10 @@ error_reply_test() ->
     ?assertEqual(<<"gone">>, throng_xml:subel_cdata(Err, <<"text">>)).
 
 error_types_test() ->
-    T = fun(C) -> throng_xml:attr(<<"type">>, throng_stanza:error_el(C, <<>>)) end,
+    T = fun(C) ->
+                Err = throng_xml:subel(throng_stanza:error_reply(msg(), C), <<"error">>),
+                throng_xml:attr(<<"type">>, Err)
+        end,
     ?assertEqual([<<"modify">>, <<"auth">>, <<"wait">>, <<"cancel">>],
                  [T('bad-request'), T('not-authorized'), T('resource-constraint'), T('item-not-found')]).
 

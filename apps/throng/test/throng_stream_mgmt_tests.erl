@@ -49,7 +49,7 @@ should_request_test() ->
 
 ids_are_signed_test() ->
     secret(),
-    Id = throng_stream_mgmt:make_id(self()),
+    Id = throng_stream_mgmt:id(throng_stream_mgmt:new(true)),
     ?assertEqual({ok, self()}, throng_stream_mgmt:parse_id(Id)),
     <<First, Rest/binary>> = base64:decode(Id),
     Forged = base64:encode(<<(First bxor 1), Rest/binary>>),

@@ -43,12 +43,6 @@ attribute_escaping_test() ->
     ?assertEqual(<<"<a b='&apos;&quot;'/>">>,
                  ?X:to_binary(el(<<"a">>, [{<<"b">>, <<"'\"">>}], []))).
 
-start_tag_test() ->
-    ?assertEqual(<<"<stream:stream xmlns='jabber:client' to='a&amp;b'>">>,
-                 iolist_to_binary(?X:start_tag_iolist(<<"stream:stream">>,
-                                                      [{<<"xmlns">>, <<"jabber:client">>},
-                                                       {<<"to">>, <<"a&b">>}]))).
-
 to_iolist_is_iodata_test() ->
     ?assertEqual(?X:to_binary(message()), iolist_to_binary(?X:to_iolist(message()))).
 
@@ -75,10 +69,6 @@ set_attr_test() ->
     M2 = ?X:set_attr(<<"id">>, <<"1">>, M),
     ?assertEqual([{<<"to">>, <<"romeo@example.net">>}, {<<"type">>, <<"normal">>}, {<<"id">>, <<"1">>}],
                  M2#xmlel.attrs).
-
-remove_attr_test() ->
-    ?assertEqual([{<<"type">>, <<"chat">>}], (?X:remove_attr(<<"to">>, message()))#xmlel.attrs),
-    ?assertEqual(message(), ?X:remove_attr(<<"nope">>, message())).
 
 subel_test() ->
     ?assertMatch(#xmlel{name = <<"body">>}, ?X:subel(message(), <<"body">>)),

@@ -7,6 +7,10 @@
 -module(throng_bench_cli).
 
 -export([main/0, run/1]).
+%% Entry point of bin/throng-bench (erl -run throng_bench_cli main).
+-ignore_xref([{main, 0}]).
+%% API used by tests: a command line in, an exit status out.
+-ignore_xref([{run, 1}]).
 
 %% @doc Run the command line that follows `-extra' and halt the VM with its
 %% exit status (`erl -run throng_bench_cli main -extra ARGS': arguments after

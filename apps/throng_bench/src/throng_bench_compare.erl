@@ -11,7 +11,7 @@
 %% to stdout, OUT/comparison.md and OUT/comparison.json.
 -module(throng_bench_compare).
 
--export([run/1, table/1, parse_named/2]).
+-export([run/1]).
 
 %% @doc Run the comparison; returns the exit status.
 -spec run(map()) -> 0 | 1 | 3.

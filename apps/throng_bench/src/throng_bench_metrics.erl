@@ -1,7 +1,7 @@
 %% @doc Per-VM hot counters and latency histograms.
 %%
 %% Every load-generating VM (the controller when it runs users itself, and
-%% each worker VM) holds one array of named counters ({@link counter_names/0},
+%% each worker VM) holds one array of named counters (`counter_names/0',
 %% throng_lib's throng_counters) and one histogram per timed
 %% transaction, created by {@link init/0} and found through persistent_term.
 %% Simulated users and connection processes bump them directly; nothing sends
@@ -9,9 +9,9 @@
 %% every VM once a second and works out rates from the differences.
 -module(throng_bench_metrics).
 
--export([init/0, inc/1, add/2, sub/2, observe/2, count_error/1, count_error/2,
-         snapshot/0, vm_memory/0, empty_snapshot/0, merge/2, counter_names/0, hist_names/0,
-         error_types/0, classify/1, now_us/0]).
+-export([init/0, inc/1, add/2, sub/2, observe/2, count_error/1,
+         snapshot/0, vm_memory/0, empty_snapshot/0, merge/2, hist_names/0,
+         error_types/0, now_us/0]).
 
 -export_type([counter/0, hist_name/0, error_type/0, snapshot/0]).
 

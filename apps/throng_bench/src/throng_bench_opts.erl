@@ -3,7 +3,7 @@
 %% messages that name the option, the value and what was expected.
 -module(throng_bench_opts).
 
--export([spec/1, parse/2, help/1, commands/0]).
+-export([parse/2, help/1, commands/0]).
 
 -type type() :: int | pos_int | pos_number | duration | size | string | flag | ip_list
               | host_port | int_list | {enum, [atom()]} | {repeat, string}.

@@ -7,7 +7,7 @@
 %% hundred bytes to every user).
 -module(throng_bench_rand).
 
--export([sample/2, sample_tiny/2, tiny_seed/1, tiny_uniform/1, mean/1, describe/1]).
+-export([sample/2, sample_tiny/2, tiny_seed/1, tiny_uniform/1]).
 
 -export_type([dist/0, tiny/0]).
 
@@ -52,18 +52,3 @@ tiny_uniform(X0) ->
     X2 = X1 bxor (X1 bsr 17),
     X = X2 bxor ((X2 bsl 5) band 16#FFFFFFFF),
     {X / 4294967296.0, X}.
-
-%% @doc The mean of a distribution (ms).
--spec mean(dist()) -> number().
-mean({constant, V}) -> V;
-mean({exponential, M}) -> M;
-mean({uniform, Lo, Hi}) -> (Lo + Hi) / 2.
-
-%% @doc Human-readable form, e.g. "exponential(mean 30s)".
--spec describe(dist()) -> binary().
-describe({constant, V}) -> iolist_to_binary(["constant ", throng_bench_units:format_ms(V)]);
-describe({exponential, M}) ->
-    iolist_to_binary(["exponential(mean ", throng_bench_units:format_ms(M), ")"]);
-describe({uniform, Lo, Hi}) ->
-    iolist_to_binary(["uniform(", throng_bench_units:format_ms(Lo), "..",
-                      throng_bench_units:format_ms(Hi), ")"]).

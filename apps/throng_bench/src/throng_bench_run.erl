@@ -10,12 +10,14 @@
 %% every 10 s while running, so a run that dies part-way leaves them behind.
 -module(throng_bench_run).
 
--export([run/1, row/6, rate_keys/0]).
+-export([run/1, row/6]).
+%% API used by tests: one time-series row.
+-ignore_xref([{row, 6}]).
 
 -define(PARTIAL_EVERY, 10).
 
 %% @doc Spec: job (module), config (map sent to workers), workers, deadline
-%% and grace (ms), kind (module with summary/3 and progress/2), header (map
+%% and grace (ms), kind (module with summary/3 and progress/3), header (map
 %% for the summary), out (dir or undefined), server_pid, progress (bool).
 -spec run(map()) -> {complete | stopped | aborted, map()}.
 run(Spec) ->

@@ -11,6 +11,8 @@
 -export([start/1, call/4, call/5, stop/1, describe/1, os_pid/1]).
 %% worker side, called through call/4
 -export([start_job/3, sample/1, stop_job/1, halt_job/1, serve/1, job_status/1]).
+%% Worker side, called in the worker VM through call/4 (apply, peer:call, erpc).
+-ignore_xref([{start_job, 3}, {sample, 1}, {stop_job, 1}, {halt_job, 1}]).
 
 -type worker() :: #{kind := local | peer | node, id := non_neg_integer(),
                     pid => pid(), node => node()}.

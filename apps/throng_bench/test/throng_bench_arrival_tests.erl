@@ -17,6 +17,21 @@ gaps(Times) ->
     {_, Gs} = lists:foldl(fun(T, {Prev, Acc}) -> {T, [T - Prev | Acc]} end, {0, []}, Times),
     lists:reverse(Gs).
 
+%% Kolmogorov-Smirnov statistic D of samples against the exponential
+%% distribution with the given mean: the largest distance between the
+%% empirical and the theoretical CDF.
+ks_exponential(Samples, Mean) ->
+    Sorted = lists:sort(Samples),
+    N = length(Sorted),
+    {D, _} = lists:foldl(
+               fun(X, {Dmax, I}) ->
+                       F = 1 - math:exp(-X / Mean),
+                       Dp = I / N - F,
+                       Dm = F - (I - 1) / N,
+                       {max(Dmax, max(Dp, Dm)), I + 1}
+               end, {0.0, 1}, Sorted),
+    D.
+
 %% Inter-arrival times of the Poisson phase are exponential with mean 1/rate.
 poisson_interarrival_is_exponential_test_() ->
     [{"seed " ++ integer_to_list(Seed),
@@ -24,7 +39,7 @@ poisson_interarrival_is_exponential_test_() ->
               Times = throng_bench_arrival:schedule([phase(200, poisson)], Seed),
               Gaps = gaps(Times),
               ?assertEqual(?N + 1, length(Gaps)),
-              D = throng_bench_arrival:ks_exponential(Gaps, 1.0e6 / 200),
+              D = ks_exponential(Gaps, 1.0e6 / 200),
               ?assert(D < ?KS_CRIT(length(Gaps))),
               Mean = lists:sum(Gaps) / length(Gaps),
               %% mean within 5 standard errors (sd of the mean = mean/sqrt(n))
@@ -39,11 +54,11 @@ ks_rejects_wrong_distributions_test() ->
                                           {U, S1} = rand:uniform_real_s(S),
                                           {U * 10000, S1}
                                   end, S0, lists:seq(1, ?N)),
-    ?assert(throng_bench_arrival:ks_exponential(Uniform, 5000) > ?KS_CRIT(?N)),
+    ?assert(ks_exponential(Uniform, 5000) > ?KS_CRIT(?N)),
     Constant = gaps(throng_bench_arrival:schedule([phase(200, constant)], 1)),
-    ?assert(throng_bench_arrival:ks_exponential(Constant, 5000) > ?KS_CRIT(?N)),
+    ?assert(ks_exponential(Constant, 5000) > ?KS_CRIT(?N)),
     Fast = gaps(throng_bench_arrival:schedule([phase(260, poisson)], 1)),
-    ?assert(throng_bench_arrival:ks_exponential(Fast, 5000) > ?KS_CRIT(?N)).
+    ?assert(ks_exponential(Fast, 5000) > ?KS_CRIT(?N)).
 
 %% Counts of arrivals per second of a Poisson process have variance equal to
 %% their mean (index of dispersion 1); evenly spaced arrivals have none.
@@ -98,7 +113,7 @@ split_preserves_totals_test() ->
     Merged = lists:sort(lists:append([throng_bench_arrival:schedule(S, K)
                                       || {K, S} <- lists:enumerate(Shares)])),
     ?assertEqual(15001, length(Merged)),
-    D = throng_bench_arrival:ks_exponential(gaps(Merged), 1.0e6 / 500),
+    D = ks_exponential(gaps(Merged), 1.0e6 / 500),
     ?assert(D < ?KS_CRIT(15001)).
 
 unbounded_total_is_infinity_test() ->

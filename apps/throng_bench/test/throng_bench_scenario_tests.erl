@@ -124,10 +124,10 @@ overrides_test() ->
     ?assertMatch({error, <<"--rate needs", _/binary>>},
                  throng_bench_scenario:apply_overrides(Two, #{rate => 5})).
 
-session_pick_test() ->
+session_index_test() ->
     Ss = [#{name => a, probability => 0.2}, #{name => b, probability => 0.6},
           #{name => c, probability => 0.2}],
-    ?assertMatch(#{name := a}, throng_bench_scenario:session_pick(Ss, 0.1)),
-    ?assertMatch(#{name := b}, throng_bench_scenario:session_pick(Ss, 0.5)),
-    ?assertMatch(#{name := c}, throng_bench_scenario:session_pick(Ss, 0.95)),
-    ?assertMatch(#{name := c}, throng_bench_scenario:session_pick(Ss, 0.9999999)).
+    ?assertEqual(1, throng_bench_scenario:session_index(Ss, 0.1)),
+    ?assertEqual(2, throng_bench_scenario:session_index(Ss, 0.5)),
+    ?assertEqual(3, throng_bench_scenario:session_index(Ss, 0.95)),
+    ?assertEqual(3, throng_bench_scenario:session_index(Ss, 0.9999999)).

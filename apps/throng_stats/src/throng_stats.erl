@@ -5,8 +5,14 @@
 %% no call waits on the collector.
 -module(throng_stats).
 
--export([snapshot/0, history/0, http_port/0, text/0, running/0]).
+-export([snapshot/0, history/0, http_port/0, text/0]).
 -export([ctl_command/0, ctl_stats/1]).
+%% Called through rpc by bench/bench_stats_overhead.escript (and tests).
+-ignore_xref([{http_port, 0}]).
+%% API used by tests and operators: the table of `bin/throng stats'.
+-ignore_xref([{text, 0}]).
+%% The registered `stats' command: throng_ctl calls it as M:F(Args).
+-ignore_xref([{ctl_stats, 1}]).
 
 -define(TAB, throng_stats).
 

@@ -15,6 +15,10 @@
 
 -export([start_link/0, measure/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 0}]).
+%% Called through rpc by bench/bench_stats_overhead.escript.
+-ignore_xref([{measure, 1}]).
 
 -define(TAB, throng_stats).
 -define(HISTORY, 300).            %% points kept for the dashboard's charts

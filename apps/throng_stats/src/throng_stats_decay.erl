@@ -16,15 +16,10 @@
 %% started does not show averages climbing from zero.
 -module(throng_stats_decay).
 
--export([new/1, update/3, averages/1, taus/0]).
+-export([new/1, update/3, averages/1]).
 
 -opaque decay() :: {float(), float(), float()}.
 -export_type([decay/0]).
-
-%% @doc The time constants, in seconds, of the three averages.
--spec taus() -> [pos_integer()].
-taus() ->
-    [1, 10, 100].
 
 %% @doc Averages seeded with a first value.
 -spec new(number()) -> decay().

@@ -14,6 +14,10 @@
 -include_lib("inets/include/httpd.hrl").
 
 -export([do/1, authorized/3]).
+%% The inets httpd module callback (throng_stats_httpd names the module).
+-ignore_xref([{do, 1}]).
+%% API used by tests: the Basic authentication check.
+-ignore_xref([{authorized, 3}]).
 
 -define(STATIC, [{"/", "dashboard.html", "text/html; charset=utf-8"},
                  {"/dashboard.js", "dashboard.js", "application/javascript; charset=utf-8"},

@@ -22,6 +22,8 @@
 
 -export([start_link/0, read/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 0}]).
 
 -define(TAB, throng_stats).
 -define(LOST_AFTER_US, 10000000).

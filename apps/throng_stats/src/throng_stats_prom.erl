@@ -5,7 +5,7 @@
 %% message queues are a gauge labelled by rank and process.
 -module(throng_stats_prom).
 
--export([render/1, content_type/0, format_value/1, escape_label/1]).
+-export([render/1, content_type/0]).
 
 -spec content_type() -> string().
 content_type() ->

@@ -2,7 +2,7 @@
 %% the point of the dashboard's charts taken from each snapshot.
 -module(throng_stats_series).
 
--export([find/3, now/3, raw/3, sum_now/2, chart_point/4, chart_keys/0]).
+-export([find/3, raw/3, chart_point/4, chart_keys/0]).
 
 -type series() :: {atom(), [{atom(), binary()}], number(), number() | undefined,
                    {float(), float(), float()} | undefined}.

@@ -13,6 +13,8 @@
 -include("throng.hrl").
 
 -export([run/2, commands/0, register_command/1, unregister_command/1, redraws/2]).
+%% Called in the server node through rpc by throng_ctl_cli (bin/throng).
+-ignore_xref([{run, 2}, {redraws, 2}]).
 
 -type result() :: {non_neg_integer(), iodata()}.
 %% name: the command word; usage: its arguments, for help and usage errors;

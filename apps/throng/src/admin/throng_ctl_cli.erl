@@ -5,6 +5,8 @@
 -module(throng_ctl_cli).
 
 -export([main/0, check_config/0]).
+%% Entry points of bin/throng (erl -s throng_ctl_cli main | check_config).
+-ignore_xref([{main, 0}, {check_config, 0}]).
 
 -spec main() -> no_return().
 main() ->

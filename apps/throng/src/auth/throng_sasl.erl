@@ -21,7 +21,7 @@
 %% attempts, as RFC 5802 §9 suggests) and fails at the final step.
 -module(throng_sasl).
 
--export([mechanisms/0, start/3, step/2]).
+-export([start/3, step/2]).
 
 -type creds() :: throng_scram:creds().
 -type ctx() :: #{host := binary(),
@@ -76,11 +76,6 @@
 -define(SECRET_KEY, {?MODULE, fake_salt_secret}).
 -define(MAX_LOCALPART, 1023).          % RFC 7622 §3.3
 -define(MAX_RAW_USER, 4 * ?MAX_LOCALPART).
-
-%% @doc The mechanisms offered, strongest first.
--spec mechanisms() -> [binary()].
-mechanisms() ->
-    [<<"SCRAM-SHA-256">>, <<"SCRAM-SHA-1">>, <<"PLAIN">>].
 
 %% @doc Starts an exchange with the mechanism the client chose and its
 %% (decoded) initial response, <<>> if none.

@@ -2,15 +2,18 @@
 %% (SHA-256), and the credentials Throng stores: per hash a StoredKey and a
 %% ServerKey derived from a salted password, never the password itself.
 %%
-%% Passwords given here must already be SASLprep'ed (throng_saslprep);
-%% {@link credentials/2} does that for you. The SASL exchange itself (message
-%% syntax, nonces, state) is in throng_sasl.
+%% Passwords given here must already be SASLprep'ed (throng_saslprep;
+%% throng_auth prepares a password before it derives an account's keys). The
+%% SASL exchange itself (message syntax, nonces, state) is in throng_sasl.
 -module(throng_scram).
 
 -export([salted_password/4, client_key/2, stored_key/2, server_key/2,
          client_signature/3, server_signature/3, client_proof/2,
-         verify_proof/4, keys/4, verify_password/3, credentials/2,
-         credentials/3]).
+         verify_proof/4, keys/4, verify_password/3]).
+%% API used by tests: the client side of SCRAM (throng_test_client, the RFC
+%% test vectors).
+-ignore_xref([{salted_password, 4}, {client_key, 2}, {stored_key, 2}, {server_key, 2},
+              {client_signature, 3}, {client_proof, 2}]).
 
 -type hash() :: sha | sha256.
 -type keys() :: #{stored_key := binary(), server_key := binary()}.
@@ -19,8 +22,6 @@
 -type creds() :: #{salt := binary(), iterations := pos_integer(),
                    sha := keys(), sha256 := keys()}.
 -export_type([hash/0, keys/0, creds/0]).
-
--define(SALT_BYTES, 16).
 
 %% @doc SaltedPassword := Hi(Normalize(password), salt, i), Hi being PBKDF2
 %% with HMAC(Hash) and an output as long as the hash.
@@ -91,25 +92,6 @@ verify_password(Hash, Password,
     Candidate = stored_key(Hash, client_key(Hash, Salted)),
     byte_size(Candidate) =:= byte_size(StoredKey)
         andalso crypto:hash_equals(Candidate, StoredKey).
-
-%% @doc Credentials to store for a new password: SASLprep'ed, a fresh random
-%% salt, keys for both hashes. error if the password fails SASLprep or
-%% prepares to nothing.
--spec credentials(binary(), pos_integer()) -> {ok, creds()} | error.
-credentials(Password, Iterations) ->
-    credentials(Password, crypto:strong_rand_bytes(?SALT_BYTES), Iterations).
-
-%% @doc As {@link credentials/2} with a given salt.
--spec credentials(binary(), binary(), pos_integer()) -> {ok, creds()} | error.
-credentials(Password, Salt, Iterations) ->
-    case throng_saslprep:prepare(Password) of
-        {ok, Prepared} when Prepared =/= <<>> ->
-            {ok, #{salt => Salt, iterations => Iterations,
-                   sha => keys(sha, Prepared, Salt, Iterations),
-                   sha256 => keys(sha256, Prepared, Salt, Iterations)}};
-        _ ->
-            error
-    end.
 
 digest_size(sha) -> 20;
 digest_size(sha256) -> 32.

@@ -35,6 +35,8 @@
 
 -export([start_link/1, init/1]).
 -export([callback_mode/0, handle_event/4, terminate/3, code_change/4]).
+%% Called by throng_conns_sup: the listener's protocol module starts a connection.
+-ignore_xref([{start_link, 1}]).
 
 %% What an element handler returns: {next, State, D}, with gen_statem
 %% actions, {restart, State, D} (a stream restart: the elements already

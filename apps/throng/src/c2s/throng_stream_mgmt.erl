@@ -10,7 +10,7 @@
 -include("throng.hrl").
 
 -export([new/1, handled/1, sent/2, ack/2, unacked/1, pending/1, should_request/2,
-         requested/1, id/1, resumable/1, in_count/1, make_id/1, parse_id/1,
+         requested/1, id/1, resumable/1, in_count/1, parse_id/1,
          enabled_el/3, a_el/1, r_el/0, resumed_el/2, failed_el/1]).
 
 -define(MOD32, 4294967296).

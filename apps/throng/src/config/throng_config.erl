@@ -11,7 +11,9 @@
 %% lookup, no message.
 -module(throng_config).
 
--export([load/0, load_file/1, load_map/1, validate/1, get/1, source/0, modules/1]).
+-export([load/0, load_file/1, validate/1, get/1, source/0, modules/1]).
+%% API used by tests and operators (a file, a raw configuration).
+-ignore_xref([{load_file, 1}, {validate, 1}]).
 
 -define(PT, ?MODULE).
 
@@ -44,8 +46,8 @@ load_file(Path) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc Loads a configuration given as a map with atom or binary keys
-%% (tests, embedded use).
+%% A configuration given as a map with atom or binary keys (the application
+%% environment key `config', set by tests and embedded use).
 -spec load_map(map()) -> ok | {error, string()}.
 load_map(Map) ->
     store(<<"(map)">>, validate(Map)).

@@ -20,6 +20,8 @@
 -module(throng_config_spec).
 
 -export([spec/0, modules/0, default_modules/0, moved/0]).
+%% API used by tests (throng_ct builds its configuration on it).
+-ignore_xref([{default_modules, 0}]).
 
 -type type() :: boolean | string | path | ip | domain
               | {int, integer(), integer() | infinity}

@@ -2,7 +2,7 @@
 %% configuration, resolved against the release root.
 -module(throng_paths).
 
--export([root/0, data_dir/0, log_file/0, absolute/1]).
+-export([data_dir/0, log_file/0, absolute/1]).
 
 %% @doc The release root (RELEASE_ROOT, set by bin/throng), or the current
 %% directory outside a release.

@@ -19,7 +19,9 @@
 
 -export([start/0, stop/0, start_host/2, stop_host/1,
          iq_handler/3, disco_features/1, disco_identities/1, stream_features/2,
-         modules/1, is_enabled/2, opt/3, builtin/0]).
+         modules/1, is_enabled/2, opt/3]).
+%% API used by tests and operators (docs/extensions.md).
+-ignore_xref([{start_host, 2}, {stop_host, 1}, {modules, 1}, {is_enabled, 2}]).
 
 -type iq_scope() :: server | account | preauth.
 -type identity() :: {Category :: binary(), Type :: binary(), Name :: binary()}.

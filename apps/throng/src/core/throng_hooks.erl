@@ -21,6 +21,8 @@
 -module(throng_hooks).
 
 -export([run/4, notify/3, handlers/2, install/2, uninstall/1, events/0]).
+%% API used by tests and operators (docs/extensions.md).
+-ignore_xref([{events, 0}, {handlers, 2}]).
 
 -type event() :: stanza_from_session | stanza_to_session | presence_in
                | session_opened | session_closed | initial_presence

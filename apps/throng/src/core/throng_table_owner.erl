@@ -11,6 +11,8 @@
 
 -export([start_link/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 1}]).
 
 %% @doc Starts the owner; each {M, F, A} creates tables owned by the caller
 %% and returns ok.

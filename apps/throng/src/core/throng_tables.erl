@@ -16,6 +16,10 @@
          auth_failure/1, auth_failures/1,
          registration_allowed/2,
          plain_cache_get/1, plain_cache_put/2, plain_cache_delete/1]).
+%% Called by throng_table_owner (a table creator named in throng_sup).
+-ignore_xref([{create, 0}]).
+%% API used by tests and operators: an address's failure count.
+-ignore_xref([{auth_failures, 1}]).
 
 -define(FAILURES, throng_auth_failures).
 -define(REGS, throng_registrations).

@@ -9,6 +9,8 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1]).
 -export([server_info/2, server_items/2, account_info/2, account_items/2]).
+%% IQ handlers named in iq_handlers/0, called through the throng_ext registry.
+-ignore_xref([{server_info, 2}, {server_items, 2}, {account_info, 2}, {account_items, 2}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

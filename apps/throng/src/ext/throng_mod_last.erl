@@ -24,6 +24,9 @@
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, start/2, stop/1]).
 -export([server_uptime/2, user_last/2]).
 -export([stanza_from_session/2, stanza_to_session/2, session_closed/2, user_removed/2]).
+%% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
+-ignore_xref([{server_uptime, 2}, {user_last, 2}, {stanza_from_session, 2},
+              {stanza_to_session, 2}, {session_closed, 2}, {user_removed, 2}]).
 
 -define(NS_LAST, <<"jabber:iq:last">>).
 -define(BUCKET, last_activity).

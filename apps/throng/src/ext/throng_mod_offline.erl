@@ -16,7 +16,11 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, item_bytes/2, item_reroute/2]).
 -export([offline_message/2, initial_presence/2]).
--export([store/3, pop/1, restore/2, stamp/2, count/1]).
+-export([count/1]).
+%% Hooks named in hooks/0, run through throng_hooks.
+-ignore_xref([{offline_message, 2}, {initial_presence, 2}]).
+%% API used by tests and operators: how many messages a user has stored.
+-ignore_xref([{count, 1}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

@@ -13,6 +13,8 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, session_info/2]).
 -export([pong/2, session_opened/2]).
+%% IQ handler and hook named in iq_handlers/0 and hooks/0 (throng_ext).
+-ignore_xref([{pong, 2}, {session_opened, 2}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

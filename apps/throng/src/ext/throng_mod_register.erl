@@ -9,6 +9,8 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, stream_features/2]).
 -export([process_preauth/2, process_iq/2]).
+%% IQ handlers named in iq_handlers/0, called through the throng_ext registry.
+-ignore_xref([{process_preauth, 2}, {process_iq, 2}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

@@ -10,6 +10,8 @@
 
 -export([options/0, iq_handlers/0, hooks/0, stream_features/2]).
 -export([roster_version/2]).
+%% Hook named in hooks/0, run through throng_hooks.
+-ignore_xref([{roster_version, 2}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

@@ -7,6 +7,8 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1]).
 -export([version/2]).
+%% IQ handler named in iq_handlers/0, called through the throng_ext registry.
+-ignore_xref([{version, 2}]).
 
 -spec options() -> throng_config_spec:spec().
 options() ->

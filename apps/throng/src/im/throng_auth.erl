@@ -12,8 +12,12 @@
 
 -include("throng.hrl").
 
--export([register/3, set_password/3, unregister/2, make_creds/1, make_creds/3,
-         bulk_register/5, bulk_register/6, contacts/3, sasl_ctx/1, verify_plain/4, prepare_user/1]).
+-export([register/3, set_password/3, unregister/2, make_creds/1,
+         bulk_register/5, bulk_register/6, sasl_ctx/1, prepare_user/1]).
+%% Called through rpc by bench/bench_stats_overhead.escript (and tests).
+-ignore_xref([{bulk_register, 5}]).
+%% API used by tests (credentials for storage-level tests).
+-ignore_xref([{make_creds, 1}]).
 
 %% @doc Creates an account. User is normalized (nodeprep), the password
 %% SASLprep'ed.

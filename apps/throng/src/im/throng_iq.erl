@@ -8,7 +8,7 @@
 
 -include("throng.hrl").
 
--export([process/3, process_preauth/3, validate/1]).
+-export([process/3, process_preauth/3]).
 
 %% @doc Checks the shape of an IQ (RFC 6120 §8.2.3): a known type, an id, and
 %% exactly one payload child for get and set. Returns the payload (or none).

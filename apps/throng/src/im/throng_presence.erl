@@ -10,7 +10,9 @@
 -include("throng.hrl").
 
 -export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, available_to/2,
-         unavailable_to/2, priority/1, subscribers/1]).
+         unavailable_to/2, priority/1]).
+%% Built-in hooks, installed by throng_ext for every host.
+-ignore_xref([{hooks, 0}, {presence_in, 2}]).
 
 %% @doc Built-in handlers (see throng_ext:builtin/0): presence routed to a
 %% local user, after the subscription handler of {@link throng_roster}.

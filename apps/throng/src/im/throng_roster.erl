@@ -14,6 +14,8 @@
 -include("throng.hrl").
 
 -export([hooks/0, presence_in/2, process_iq/2, push_el/3, outbound/3]).
+%% Built-in hooks, installed by throng_ext for every host.
+-ignore_xref([{hooks, 0}, {presence_in, 2}]).
 
 -type subscription() :: none | to | from | both.
 -type ask() :: none | out | in | both.

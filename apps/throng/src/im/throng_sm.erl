@@ -16,7 +16,9 @@
 
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
-         available/1, lookup/1, count/0, all/0, info/1, next/1]).
+         available/1, lookup/1, count/0, all/0, next/1]).
+%% Called by throng_table_owner (a table creator named in throng_sup).
+-ignore_xref([{init, 0}]).
 
 -define(TAB, throng_session).
 
@@ -109,13 +111,6 @@ count() ->
 all() ->
     [{#jid{user = U, server = S, resource = R}, P}
      || #session{key = {{U, S}, R}, pid = P} <- ets:tab2list(?TAB)].
-
--spec info(#jid{}) -> undefined | #{pid := pid(), prio := undefined | integer()}.
-info(#jid{user = U, server = S, resource = R}) ->
-    case ets:lookup(?TAB, {{U, S}, R}) of
-        [#session{pid = P, prio = Prio}] -> #{pid => P, prio => Prio};
-        [] -> undefined
-    end.
 
 %% @doc The session after Key in table order, wrapping around to the first
 %% (undefined: the first), with its process; none when there is no session.

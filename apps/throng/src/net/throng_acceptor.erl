@@ -5,6 +5,8 @@
 -module(throng_acceptor).
 
 -export([start_link/2, init/3]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 2}, {init, 3}]).
 
 %% Back-off when the process or the node is out of file descriptors.
 -define(EMFILE_SLEEP, 100).

@@ -14,6 +14,10 @@
 
 -export([start_link/2, start_connection/2, await_slot/1]).
 -export([init/3, system_continue/3, system_terminate/4, system_code_change/4]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 2}, {init, 3}]).
+%% sys callbacks (the process is a special process).
+-ignore_xref([{system_continue, 3}, {system_terminate, 4}, {system_code_change, 4}]).
 
 -record(st, {parent :: pid(),
              ref :: throng_listener:ref(),

@@ -6,6 +6,8 @@
 
 -export([start_link/4, info/1, port/1, connections/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 4}]).
 
 -type ref() :: {listener, pos_integer()}.
 -type info() :: #{lsock := gen_tcp:socket(), opts := map(),

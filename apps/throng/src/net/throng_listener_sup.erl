@@ -15,6 +15,8 @@
 -behaviour(supervisor).
 
 -export([start_link/4, init/1]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 4}]).
 
 -spec start_link(pos_integer(), map(), module(), module()) -> {ok, pid()} | {error, term()}.
 start_link(Index, Opts, Transport, Protocol) ->

@@ -2,6 +2,8 @@
 -module(throng_listeners_sup).
 -behaviour(supervisor).
 -export([start_link/2, init/1, listeners/0]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 2}]).
 
 %% @doc Starts the configured listeners, each with a transport module and a
 %% protocol module (see throng_listener_sup).

@@ -12,8 +12,8 @@
 %% same callbacks.
 -module(throng_transport).
 
--export([listen/3, accept/2, messages/1, send/2, setopts/2, activate/2, pause/1,
-         controlling_process/2, peername/1, peer_ip/1, close/1, upgrade/3, decode/2,
+-export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1,
+         controlling_process/2, peer_ip/1, close/1, upgrade/3, decode/2,
          port/1, is_tls/1]).
 
 -type socket() :: {module(), port(), term()}.

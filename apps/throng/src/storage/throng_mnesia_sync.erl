@@ -14,6 +14,8 @@
 
 -export([start_link/0, sync/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+%% Called by supervisors (child specs) and proc_lib.
+-ignore_xref([{start_link, 0}]).
 
 -record(st, {worker :: pid() | undefined,                %% the running sync, if any
              current = [] :: [gen_server:from()],   %% answered when the running sync ends

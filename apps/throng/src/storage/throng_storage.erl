@@ -41,12 +41,14 @@
 
 -include("throng.hrl").
 
--export([init/0, backend/0, child_specs/0]).
+-export([init/0, child_specs/0]).
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
-         account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2]).
--export([roster_get/2, roster_get_item/3, roster_update/4, roster_version/2]).
+         account_exists/2, count_accounts/1, bulk_create/2]).
+-export([roster_get/2, roster_get_item/3, roster_update/4]).
 -export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
+%% API used by tests and operators (administration: every key of a bucket).
+-ignore_xref([{kv_keys, 1}]).
 
 -type luser() :: binary().
 -type lserver() :: binary().
@@ -73,7 +75,6 @@
 -callback remove_account(luser(), lserver()) -> ok | {error, not_found}.
 -callback account_exists(luser(), lserver()) -> boolean().
 -callback count_accounts(lserver()) -> non_neg_integer().
--callback list_accounts(lserver()) -> [luser()].
 %% Creates (or overwrites) many accounts with their rosters at once.
 -callback bulk_create(lserver(), [bulk_user()]) -> ok.
 -callback roster_get(luser(), lserver()) -> {Version :: non_neg_integer(), [#roster_item{}]}.
@@ -84,7 +85,6 @@
 -callback roster_update(luser(), lserver(), contact(), roster_fun()) ->
     {ok, Old :: #roster_item{} | undefined, New :: #roster_item{} | undefined,
      Version :: non_neg_integer()}.
--callback roster_version(luser(), lserver()) -> non_neg_integer().
 %% Stores a message unless the user already has Max messages stored.
 -callback offline_store(luser(), lserver(), #offline_msg{}, Max :: non_neg_integer()) ->
     ok | {error, full}.
@@ -140,9 +140,6 @@ account_exists(U, S) -> (backend()):account_exists(U, S).
 -spec count_accounts(lserver()) -> non_neg_integer().
 count_accounts(S) -> (backend()):count_accounts(S).
 
--spec list_accounts(lserver()) -> [luser()].
-list_accounts(S) -> (backend()):list_accounts(S).
-
 -spec bulk_create(lserver(), [bulk_user()]) -> ok.
 bulk_create(S, Users) -> (backend()):bulk_create(S, Users).
 
@@ -155,9 +152,6 @@ roster_get_item(U, S, C) -> (backend()):roster_get_item(U, S, C).
 -spec roster_update(luser(), lserver(), contact(), roster_fun()) ->
     {ok, #roster_item{} | undefined, #roster_item{} | undefined, non_neg_integer()}.
 roster_update(U, S, C, F) -> (backend()):roster_update(U, S, C, F).
-
--spec roster_version(luser(), lserver()) -> non_neg_integer().
-roster_version(U, S) -> (backend()):roster_version(U, S).
 
 -spec offline_store(luser(), lserver(), #offline_msg{}, non_neg_integer()) -> ok | {error, full}.
 offline_store(U, S, M, Max) -> (backend()):offline_store(U, S, M, Max).

@@ -14,8 +14,8 @@
 -include("throng.hrl").
 
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
-         account_exists/2, count_accounts/1, list_accounts/1, bulk_create/2,
-         roster_get/2, roster_get_item/3, roster_update/4, roster_version/2,
+         account_exists/2, count_accounts/1, bulk_create/2,
+         roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_pop/2, offline_count/2, offline_total/0,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 

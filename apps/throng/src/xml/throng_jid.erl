@@ -15,9 +15,10 @@
 
 -include("throng.hrl").
 
--export([parse/1, make/3, to_binary/1, to_bare_binary/1, bare/1, is_bare/1,
-         server_jid/1]).
+-export([parse/1, make/3, to_binary/1, bare/1]).
 -export([nodeprep/1, nameprep/1, resourceprep/1, domainprep/1]).
+%% API used by tests: the property test holds nameprep's fast path to the NIF.
+-ignore_xref([{nameprep, 1}]).
 
 -type jid() :: #jid{}.
 -export_type([jid/0]).
@@ -161,23 +162,9 @@ to_binary(#jid{user = U, server = S, resource = R}) ->
         _ -> <<Bare/binary, $/, R/binary>>
     end.
 
-%% @doc The textual form of a JID without its resource.
--spec to_bare_binary(jid()) -> binary().
-to_bare_binary(#jid{user = <<>>, server = S}) -> S;
-to_bare_binary(#jid{user = U, server = S}) -> <<U/binary, $@, S/binary>>.
-
 %% @doc The JID without its resource.
 -spec bare(jid()) -> jid().
 bare(#jid{} = J) -> J#jid{resource = <<>>}.
-
-%% @doc True if the JID has no resource.
--spec is_bare(jid()) -> boolean().
-is_bare(#jid{resource = R}) -> R =:= <<>>.
-
-%% @doc The JID of a server (domain only). Server must already be canonical
-%% (e.g. a configured host).
--spec server_jid(binary()) -> jid().
-server_jid(Server) when is_binary(Server) -> #jid{server = Server}.
 
 %%% Stringprep profiles with an ASCII fast path
 %%

@@ -4,9 +4,9 @@
 
 -include("throng.hrl").
 
--export([kind/1, type/1, id/1, error_reply/2, error_reply/3, error_el/2,
+-export([kind/1, type/1, id/1, error_reply/2, error_reply/3,
          iq_result/1, iq_result/2, is_error/1, set_from_to/3, strip_from_to/1,
-         delay/3, copy/1]).
+         copy/1]).
 
 -type condition() :: atom().
 -export_type([condition/0]).
@@ -102,17 +102,6 @@ set_from_to(#xmlel{attrs = Attrs} = El, From, To) ->
 -spec strip_from_to(#xmlel{}) -> #xmlel{}.
 strip_from_to(El) ->
     set_from_to(El, undefined, undefined).
-
-%% @doc Adds a XEP-0203 delay stamp (timestamp in microseconds since the
-%% epoch, from = the entity that delayed it).
--spec delay(#xmlel{}, integer(), binary()) -> #xmlel{}.
-delay(#xmlel{children = Children} = El, TimestampUs, From) ->
-    Stamp = list_to_binary(calendar:system_time_to_rfc3339(TimestampUs, [{unit, microsecond},
-                                                                          {offset, "Z"}])),
-    D = #xmlel{name = <<"delay">>,
-               attrs = [{<<"xmlns">>, ?NS_DELAY}, {<<"from">>, From}, {<<"stamp">>, Stamp}],
-               children = [{xmlcdata, <<"Offline storage">>}]},
-    El#xmlel{children = Children ++ [D]}.
 
 %% @doc A deep copy whose binaries no longer point into the buffer they were
 %% parsed from. The parser hands out sub-binaries of the received data

@@ -14,9 +14,11 @@
 
 -include("throng.hrl").
 
--export([to_iolist/1, to_binary/1, start_tag_iolist/2, escape_text/1, escape_attr/1]).
--export([attr/2, attr/3, set_attr/3, remove_attr/2, subel/2, subel/3, subels/1,
+-export([to_iolist/1, to_binary/1, escape_text/1, escape_attr/1]).
+-export([attr/2, attr/3, set_attr/3, subel/2, subel/3, subels/1,
          cdata/1, subel_cdata/2, ns/1]).
+%% API used by tests (rfc6120_SUITE forges a stanza's from with it).
+-ignore_xref([{set_attr, 3}]).
 
 -export_type([child/0, attrs/0]).
 
@@ -38,11 +40,6 @@ to_iolist({xmlcdata, Text}) ->
 -spec to_binary(child()) -> binary().
 to_binary(El) ->
     iolist_to_binary(to_iolist(El)).
-
-%% @doc An unclosed start tag, such as a stream header.
--spec start_tag_iolist(binary(), attrs()) -> iodata().
-start_tag_iolist(Name, Attrs) ->
-    [$<, Name, attrs_iolist(Attrs), $>].
 
 attrs_iolist(Attrs) ->
     [[$\s, Name, "='", escape_attr(Value), $'] || {Name, Value} <- Attrs].
@@ -119,11 +116,6 @@ set_attr(Name, Value, #xmlel{attrs = Attrs} = El) ->
         true -> El#xmlel{attrs = lists:keyreplace(Name, 1, Attrs, {Name, Value})};
         false -> El#xmlel{attrs = Attrs ++ [{Name, Value}]}
     end.
-
-%% @doc Removes attribute Name.
--spec remove_attr(binary(), #xmlel{}) -> #xmlel{}.
-remove_attr(Name, #xmlel{attrs = Attrs} = El) ->
-    El#xmlel{attrs = lists:keydelete(Name, 1, Attrs)}.
 
 %% @doc The first child element called Name, or `undefined'.
 -spec subel(#xmlel{}, binary()) -> #xmlel{} | undefined.

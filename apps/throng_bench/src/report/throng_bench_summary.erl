@@ -1,7 +1,7 @@
 %% @doc Sections shared by the summaries of xmpp and http runs.
 -module(throng_bench_summary).
 
--export([print/1, errors/1, latency/2, server/4, loadgen/4, rate_stats/2, max_of/2, ms/1,
+-export([print/1, errors/1, latency/2, server/4, loadgen/4, rate_stats/2, max_of/2,
          error_total/1, error_count/1]).
 
 %% @doc Print a summary as `key: value' lines on stdout.

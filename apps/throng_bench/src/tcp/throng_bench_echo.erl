@@ -10,7 +10,9 @@
 %%          sink to close: the step's time covers delivery of every byte.
 -module(throng_bench_echo).
 
--export([run/2, sizes/2, plan/4]).
+-export([run/2, sizes/2]).
+%% API used by tests: the message sizes of a run.
+-ignore_xref([{sizes, 2}]).
 
 -type mode() :: echo | flow.
 

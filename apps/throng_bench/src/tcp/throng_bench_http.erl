@@ -12,8 +12,10 @@
 -module(throng_bench_http).
 -behaviour(throng_bench_worker).
 
--export([run/1, parse_url/1]).
+-export([run/1]).
 -export([progress/3, summary/3]).
+%% Called by throng_bench_run as the run's kind (Kind:progress/3, Kind:summary/3).
+-ignore_xref([{progress, 3}, {summary, 3}]).
 -export([start/2, status/0, stop/0, halt/0]).
 
 -compile({no_auto_import, [halt/0]}).

@@ -14,8 +14,9 @@
 %% processes of rate R/W is again a Poisson process of rate R when merged.
 -module(throng_bench_arrival).
 
--export([init/2, next/1, schedule/2, split/2, total_users/1, arrival_time_ms/1,
-         ks_exponential/2]).
+-export([init/2, next/1, schedule/2, split/2, total_users/1, arrival_time_ms/1]).
+%% API used by tests: every arrival time of finite phases.
+-ignore_xref([{schedule, 2}]).
 
 -export_type([phase/0, iter/0]).
 
@@ -115,19 +116,3 @@ arrival_time_ms(Phases) ->
                    (#{duration := D, max_users := M, rate := R}, Acc) ->
                         Acc + min(D, round(M * 1000 / R))
                 end, 0, Phases).
-
-%% @doc Kolmogorov-Smirnov statistic D of samples against the exponential
-%% distribution with the given mean: the largest distance between the
-%% empirical and the theoretical CDF.
--spec ks_exponential([number()], number()) -> float().
-ks_exponential(Samples, Mean) ->
-    Sorted = lists:sort(Samples),
-    N = length(Sorted),
-    {D, _} = lists:foldl(
-               fun(X, {Dmax, I}) ->
-                       F = 1 - math:exp(-X / Mean),
-                       Dp = I / N - F,
-                       Dm = F - (I - 1) / N,
-                       {max(Dmax, max(Dp, Dm)), I + 1}
-               end, {0.0, 1}, Sorted),
-    D.

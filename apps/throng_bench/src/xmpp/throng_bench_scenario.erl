@@ -7,8 +7,9 @@
 %% is a plain map that can be sent to worker VMs.
 -module(throng_bench_scenario).
 
--export([load/1, parse/2, builtin_names/0, apply_overrides/2, validate/1,
-         format_error/1, session_pick/2, describe/1]).
+-export([load/1, parse/2, apply_overrides/2, session_index/2, describe/1]).
+%% API used by tests: a scenario from YAML text.
+-ignore_xref([{parse, 2}]).
 
 -export_type([scenario/0]).
 
@@ -196,13 +197,17 @@ validate(S0 = #{arrival := Phases, sessions := Sessions0, users := U0, length :=
 inherit_val(inherit, Default) -> Default;
 inherit_val(V, _) -> V.
 
-%% @doc Which session a new user runs: U is uniform in [0, 1).
--spec session_pick([map()], float()) -> map().
-session_pick([S], _U) -> S;
-session_pick([S = #{probability := P} | Rest], U) ->
+%% @doc Which session a new user runs, as its position (1-based) among the
+%% sessions: U is uniform in [0, 1).
+-spec session_index([map()], float()) -> pos_integer().
+session_index(Sessions, U) ->
+    session_index(Sessions, U, 1).
+
+session_index([_], _U, I) -> I;
+session_index([#{probability := P} | Rest], U, I) ->
     case U < P of
-        true -> S;
-        false -> session_pick(Rest, U - P)
+        true -> I;
+        false -> session_index(Rest, U - P, I + 1)
     end.
 
 %% @doc A short summary for the report header.

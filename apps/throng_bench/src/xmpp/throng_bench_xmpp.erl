@@ -4,6 +4,10 @@
 -module(throng_bench_xmpp).
 
 -export([run/1, prepare/1, progress/3, summary/3, auto_duration/1, plan_workers/2]).
+%% Called by throng_bench_run as the run's kind (Kind:progress/3, Kind:summary/3).
+-ignore_xref([{progress, 3}, {summary, 3}]).
+%% API used by tests: the run's duration and the worker plan.
+-ignore_xref([{auto_duration, 1}, {plan_workers, 2}]).
 
 %% Command-line options that override scenario keys.
 -define(OVERRIDES, [host, port, domain, tls, auth, users, rate, length, keepalive, duration,

@@ -4,7 +4,7 @@
 %% connect/send/decode/activate/close and never the difference.
 -module(throng_bench_xmpp_conn).
 
--export([connect/4, send/2, activate/1, decode/2, starttls/1, close/1, socket/1]).
+-export([connect/4, send/2, activate/1, decode/2, starttls/1, close/1]).
 
 -export_type([conn/0]).
 

@@ -8,7 +8,7 @@
 
 -compile({no_auto_import, [halt/0]}).
 
--export([start/2, status/0, stop/0, halt/0, compile/1]).
+-export([start/2, status/0, stop/0, halt/0]).
 
 -define(JOB, throng_bench_xmpp_job).
 -define(SAMPLE, 100).
@@ -138,7 +138,7 @@ launch(It, T0, J, {K, W}, R0, Cfg) ->
                     #{first := First, count := Count} = Users,
                     G = K + J * W,
                     {X, R1} = rand:uniform_real_s(R0),
-                    Ix = pick(tuple_to_list(Profiles), X, 1),
+                    Ix = throng_bench_scenario:session_index(tuple_to_list(Profiles), X),
                     {Len, R2} = throng_bench_rand:sample(maps:get(length, element(Ix, Profiles)), R1),
                     throng_bench_metrics:inc(users_launched),
                     Pid = throng_bench_xmpp_user:start(First + G rem Count, Ix, Len, G),
@@ -146,10 +146,6 @@ launch(It, T0, J, {K, W}, R0, Cfg) ->
                     launch(It1, T0, J + 1, {K, W}, R2, Cfg)
             end
     end.
-
-pick([_], _X, I) -> I;
-pick([#{probability := P} | Rest], X, I) when X >= P -> pick(Rest, X - P, I + 1);
-pick(_, _X, I) -> I.
 
 %% @doc Whether the launcher is done and every user has left.
 -spec status() -> #{done := boolean(), active := integer(), atom() => term()}.

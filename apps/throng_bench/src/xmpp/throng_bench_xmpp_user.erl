@@ -27,6 +27,8 @@
 -include_lib("throng/include/throng.hrl").
 
 -export([start/4, init/4, wake/1, wake_packed/1, config_key/0, is_user/1]).
+%% Called by erlang:hibernate/3 when a hibernated user wakes.
+-ignore_xref([{wake, 1}, {wake_packed, 1}]).
 
 -define(CFG, {throng_bench_xmpp, cfg}).
 -define(NS_BENCH, <<"urn:throng:bench">>).
