@@ -33,6 +33,10 @@
 %% server side of the handshake runs as data arrives through decode/2.
 -callback upgrade(socket(), Into :: module(), Opts :: list()) -> {ok, socket()} | {error, term()}.
 -callback decode(socket(), binary()) -> {ok, binary()} | {error, term()}.
+%% A transport that can run over an accepted TCP port (TLS): what a TCP
+%% socket's upgrade/3 calls.
+-callback over_tcp(port(), list()) -> {ok, socket()} | {error, term()}.
+-optional_callbacks([over_tcp/2]).
 
 %% @doc Opens a listen socket with a transport module.
 -spec listen(module(), inet:port_number(), [gen_tcp:listen_option()]) ->
