@@ -4,7 +4,7 @@
 %%%
 %%% Usage: bench/xml_parser.escript [Seconds]   (from the repository root)
 %%%
-%%% Compiles throng_xml_stream and throng_xml from apps/throng/src into memory,
+%%% Compiles throng_xml_stream and throng_xml from apps/throng/src/xml into memory,
 %%% so it runs whatever the state of the rest of the tree. For each workload it
 %%% builds a stream of stanzas, cuts it into chunks and feeds the chunks to both
 %%% parsers, each for about Seconds (default 2; best of five batches);
@@ -27,7 +27,7 @@ main(Args) ->
 
 load_modules() ->
     Dir = filename:dirname(filename:dirname(filename:absname(escript:script_name()))),
-    Src = filename:join([Dir, "apps", "throng", "src"]),
+    Src = filename:join([Dir, "apps", "throng", "src", "xml"]),   %% the xml layer
     Inc = filename:join([Dir, "apps", "throng", "include"]),
     lists:foreach(
       fun(M) ->

@@ -17,6 +17,7 @@ all() ->
      whitespace_keepalive, client_closes_stream,
      starttls_then_scram_sha256, starttls_required_blocks_auth, tls_required_features,
      plain_success, plain_wrong_password, plain_unknown_user, scram_sha1, scram_sha256,
+     password_saslprepped_at_registration,
      scram_wrong_password, invalid_mechanism, sasl_abort, bad_base64,
      too_many_auth_failures, stanza_before_auth, plain_with_authzid,
      bind_requested_resource, bind_generated_resource, bind_conflict_newer_wins,
@@ -325,3 +326,15 @@ legacy_session_iq(_) ->
 jid(B) ->
     {ok, J} = throng_jid:parse(B),
     J.
+
+%% A password is SASLprep'ed when the account is created (RFC 4013: a soft
+%% hyphen maps to nothing), so the prepared form logs in with PLAIN and
+%% SCRAM, as a client that prepares its password would send it.
+password_saslprepped_at_registration(_Config) ->
+    ok = throng_ct:register(<<"dave">>, <<"pass", 16#C2, 16#AD, "word">>),
+    C1 = ?C:connect(#{}),
+    _ = ?C:open_stream(C1),
+    ?assertEqual(ok, ?C:auth_plain(C1, <<"dave">>, <<"password">>)),
+    C2 = ?C:connect(#{}),
+    _ = ?C:open_stream(C2),
+    ?assertEqual(ok, ?C:auth_scram(C2, <<"dave">>, <<"password">>, sha256)).
