@@ -11,7 +11,7 @@
 %% code path).
 -module(membench).
 
--export([main/1, allocators/0]).
+-export([main/1, allocators/0, top_processes/1]).
 
 %% @doc Runs on the server node: per allocator type, the bytes of carriers
 %% it holds and of blocks in use, summed over instances (the difference is
@@ -106,10 +106,32 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     Ports = [P || P <- proplists:get_value(links, C2S), is_port(P)],
     io:format("  its socket: ~p~n", [[rpc:call(Node, erlang, port_info, [P, memory]) || P <- Ports]]),
     print_allocators(Node, "connected"),
+    print_top_processes(Node),
     io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
               [PerSession(rss), N, Sessions]),
     [gen_tcp:close(S) || {S, _} <- Clients],
     halt(0).
+
+%% The largest processes of the server node: a per-session figure that
+%% moved is either every session or one process that grew.
+print_top_processes(Node) ->
+    Top = rpc:call(Node, ?MODULE, top_processes, [5]),
+    io:format("largest processes (bytes, registered name or initial call):~n"),
+    [io:format("  ~10b  ~p~n", [M, Name]) || {M, Name} <- Top].
+
+%% Runs in the server node (loaded there by main/1).
+-spec top_processes(pos_integer()) -> [{non_neg_integer(), term()}].
+top_processes(N) ->
+    Infos = [{M, name(P)} || P <- processes(),
+                             {memory, M} <- [erlang:process_info(P, memory)]],
+    lists:sublist(lists:reverse(lists:sort(Infos)), N).
+
+name(P) ->
+    case erlang:process_info(P, [registered_name, initial_call]) of
+        [{registered_name, Name}, _] when is_atom(Name) -> Name;
+        [_, {initial_call, Call}] -> Call;
+        _ -> gone
+    end.
 
 print_allocators(Node, Label) ->
     io:format("allocators, ~s (carriers / blocks in use, MB):~n", [Label]),

@@ -25,7 +25,7 @@ all() ->
      from_session_stop, from_session_change, to_session_drop, to_session_change,
      session_opened_and_closed, user_registered_and_removed, roster_item_changed,
      initial_presence_adds_items, unacked_item_rerouted,
-     session_info_send, session_info_stop, session_info_timer,
+     session_info_send, session_info_stop, session_info_timer, session_info_compact_timer,
      crashing_iq_handler, crashing_session_info, iq_namespace_conflict,
      start_failure_names_module, start_runs_when_not_loaded,
      only_disco_configured, host_config_module_sets, docs_worked_example].
@@ -415,6 +415,13 @@ session_info_timer(_) ->
                                     {actions, [{timer, 200, {actions, [{send, Later}]}}]}),
     ?assertEqual(<<"later">>, ?X:body(?C:recv_stanza(A))),
     ?assert(erlang:monotonic_time(millisecond) - T0 >= 200).
+
+%% {timer, Ms} calls session_info(timer) Ms later; the timer's message is
+%% the module's bare name (no memory of its own while it waits).
+session_info_compact_timer(_) ->
+    A = login(<<"alice">>),
+    ok = throng_session:ext_message(session_pid(A), ?X, {actions, [{timer, 100}]}),
+    ?assertEqual(<<"tick">>, ?X:body(?C:recv_stanza(A))).
 
 %%% Failures
 

@@ -99,13 +99,17 @@ start(Host, Opts) ->
 stop(Host) ->
     tell(stop, #{host => Host}).
 
--spec session_info({actions, [throng_session:action()]} | crash, throng_session:ctx()) ->
+-spec session_info({actions, [throng_session:action()]} | crash | timer, throng_session:ctx()) ->
     [throng_session:action()].
 session_info({actions, Actions}, Ctx) ->
     ok = tell(session_info, Ctx),
     Actions;
 session_info(crash, _Ctx) ->
-    error(test_crash).
+    error(test_crash);
+session_info(timer, #{jid := JID} = Ctx) ->
+    %% A compact timer (throng_session:ext_timer/2) fired.
+    ok = tell(session_info, Ctx),
+    [{send, message(#jid{server = JID#jid.server}, JID, <<"tick">>)}].
 
 -spec item_bytes({welcome, #jid{}}, binary()) -> {message, iodata()}.
 item_bytes({welcome, JID}, Host) ->

@@ -110,8 +110,18 @@ handle_event(info, {throng_session, ext, Mod, Msg}, session, D) ->
                            reason => Reason, stacktrace => Stack}),
             keep_state_and_data
     end;
+handle_event(info, Mod, session, D) when is_atom(Mod), Mod =/= resume_overflow ->
+    %% A module's compact timer (throng_session:ext_timer/2).
+    case throng_ext:is_enabled(D#d.server, Mod) of
+        true -> handle_event(info, {throng_session, ext, Mod, timer}, session, D);
+        false ->
+            logger:debug(#{what => unexpected_event, state => session, msg => Mod}),
+            keep_state_and_data
+    end;
 handle_event(info, {throng_session, ext, _Mod, _Msg}, resumable, _D) ->
     %% Handled once the session is resumed (or dropped with it).
+    {keep_state_and_data, [postpone]};
+handle_event(info, Mod, resumable, _D) when is_atom(Mod), Mod =/= resume_overflow ->
     {keep_state_and_data, [postpone]};
 handle_event(info, {'EXIT', _Pid, Reason}, _State, D) ->
     {stop, Reason, D};
@@ -373,6 +383,7 @@ register_session(JID) ->
 
 ext_actions(Mod, Actions, D0) ->
     Step = fun({send, El}, {ok, D}) -> {ok, throng_c2s_stanza:send_stanza(session, El, D)};
+              ({timer, Ms}, {ok, D}) -> throng_session:ext_timer(Ms, Mod), {ok, D};
               ({timer, Ms, Msg}, {ok, D}) -> throng_session:ext_timer(Ms, Mod, Msg), {ok, D};
               ({stop, Cond, Text}, {ok, D}) -> {stop, Cond, Text, D};
               (_, Stop) -> Stop

@@ -4,8 +4,12 @@
 %% seconds more is disconnected with a connection-timeout stream error.
 %%
 %% The keepalive runs in the session process and keeps no state of its own:
-%% a timer message carries when the ping was sent
-%% ({@link throng_session:ext_timer/3}).
+%% one compact timer per session ({@link throng_session:ext_timer/2}, the
+%% module's name as the message, no memory of its own), and the session's
+%% time of last traffic. When the timer fires, the client's silence says
+%% everything: shorter than `interval', wait for the rest of it; between
+%% `interval' and `interval' + `timeout', send a ping and look again after
+%% `timeout'; longer, the ping sent then was not answered.
 -module(throng_mod_ping).
 -behaviour(throng_ext).
 
@@ -50,29 +54,26 @@ pong(IQ, _Ctx) ->
 session_opened(ok, #{jid := #jid{server = Host}}) ->
     case throng_ext:opt(Host, ?MODULE, interval) of
         0 -> ok;
-        Interval -> throng_session:ext_timer(Interval * 1000, ?MODULE, {idle, undefined})
+        Interval -> throng_session:ext_timer(Interval * 1000, ?MODULE)
     end.
 
-%% @doc The keepalive timer fired in the session process. `{idle, undefined}':
-%% no ping outstanding; `{idle, T}': a ping was sent at T (monotonic seconds).
--spec session_info({idle, undefined | integer()}, throng_session:ctx()) ->
-    [throng_session:action()].
-session_info({idle, Pinged}, #{jid := #jid{server = Host} = JID, last_in := Last}) ->
-    Now = erlang:monotonic_time(second),
+%% @doc The keepalive timer fired in the session process.
+-spec session_info(timer, throng_session:ctx()) -> [throng_session:action()].
+session_info(timer, #{jid := #jid{server = Host} = JID, last_in := Last}) ->
+    Silent = erlang:monotonic_time(second) - Last,
     Interval = throng_ext:opt(Host, ?MODULE, interval),
     Timeout = throng_ext:opt(Host, ?MODULE, timeout),
     if
-        Pinged =/= undefined, Last >= Pinged ->
-            %% The client answered (any traffic counts).
-            [{timer, Interval * 1000, {idle, undefined}}];
-        Pinged =/= undefined ->
-            [{stop, 'connection-timeout', <<"no answer to ping">>}];
-        Now - Last >= Interval ->
+        Silent < Interval ->
+            %% Traffic (a pong counts) within the interval.
+            [{timer, (Interval - Silent) * 1000}];
+        Silent < Interval + Timeout ->
             Ping = #xmlel{name = <<"iq">>,
                           attrs = [{<<"from">>, Host}, {<<"to">>, throng_jid:to_binary(JID)},
                                    {<<"type">>, <<"get">>}, {<<"id">>, <<"ping">>}],
                           children = [#xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}]},
-            [{send, Ping}, {timer, Timeout * 1000, {idle, Now}}];
+            [{send, Ping}, {timer, Timeout * 1000}];
         true ->
-            [{timer, (Interval - (Now - Last)) * 1000, {idle, undefined}}]
+            %% Silent since before the ping that was sent `timeout' ago.
+            [{stop, 'connection-timeout', <<"no answer to ping">>}]
     end.

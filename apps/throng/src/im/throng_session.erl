@@ -11,12 +11,13 @@
 
 -include("throng.hrl").
 
--export([route/4, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/3]).
+-export([route/4, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/2, ext_timer/3]).
 %% API of extension modules (docs/extensions.md), used by tests.
 -ignore_xref([{ext_message, 3}]).
 
 %% What a session carries out for a module.
 -type action() :: {send, #xmlel{}}                          %% write a stanza to the client
+                | {timer, Ms :: non_neg_integer()}          %% session_info(timer) later
                 | {timer, Ms :: non_neg_integer(), Msg :: term()} %% session_info(Msg) later
                 | {stop, Condition :: atom(), Text :: binary()}.  %% stream error, end
 %% What session_info/2 gets.
@@ -61,7 +62,19 @@ ext_message(Pid, Mod, Msg) ->
     ok.
 
 %% @doc From a module's code running in a session: call the module's
-%% `session_info(Msg, Ctx)' in this session after Ms milliseconds.
+%% `session_info(timer, Ctx)' in this session after Ms milliseconds. The
+%% timer carries only the module's name (an atom): it costs no memory of
+%% its own while it waits, which matters for a timer every idle session
+%% keeps (the keepalive).
+-spec ext_timer(non_neg_integer(), module()) -> ok.
+ext_timer(Ms, Mod) ->
+    _ = erlang:send_after(Ms, self(), Mod),
+    ok.
+
+%% @doc From a module's code running in a session: call the module's
+%% `session_info(Msg, Ctx)' in this session after Ms milliseconds. The
+%% timer keeps a copy of Msg (about 100 bytes for a small tuple): for a
+%% timer of every idle session prefer {@link ext_timer/2}.
 -spec ext_timer(non_neg_integer(), module(), term()) -> ok.
 ext_timer(Ms, Mod, Msg) ->
     _ = erlang:send_after(Ms, self(), {throng_session, ext, Mod, Msg}),
