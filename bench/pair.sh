@@ -10,7 +10,8 @@
 #       _build/default/rel/throng, built with make release)
 #     ROUNDS: pairs of each benchmark (default 2); USERS: sessions for the
 #       memory and login runs (default 15000); routing uses 2000 users;
-#       LOGIN_RATE: arrivals per second of the login runs (default 2000).
+#       LOGIN_RATE: arrivals per second of the login runs (default 2000);
+#       BENCHES: which of "memory login routing" to run (default all).
 # A run that fails (e.g. login errors on a busy machine) is reported as
 # FAILED and left out of the medians; its log is kept.
 #
@@ -37,7 +38,7 @@ run() { # name build rel
 }
 i=1
 while [ "$i" -le "$rounds" ]; do
-    for name in memory login routing; do
+    for name in ${BENCHES:-memory login routing}; do
         run "$name" before "$before"
         run "$name" after "$after"
     done

@@ -142,24 +142,28 @@ handle_event({call, From}, {resume, Bare, H}, State, D) ->
     throng_c2s_sm:resume_request(From, Bare, H, State, D);
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
-    {next_state, session, D1, element_events(Rest, D1)};
+    elements(Rest, session, D1);
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D) ->
     %% Resumed while the old connection still looked alive: drop it.
     throng_transport:close(D#d.sock),
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
-    {keep_state, D1, element_events(Rest, D1)};
-handle_event(internal, {xml, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
-    element_event(Ev, State, D);
-handle_event(internal, {xml, _OldEpoch, _Ev}, State, _D) when is_atom(State) ->
+    elements(Rest, session, D1);
+handle_event(internal, {Tag, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
+    case Tag of
+        xml -> element_event(Ev, State, D);
+        xml_last -> finish(element_event(Ev, State, D))
+    end;
+handle_event(internal, {Tag, _OldEpoch, _Ev}, State, D) when is_atom(State) ->
     %% Parsed before a stream restart (STARTTLS, SASL success): a client
     %% must wait for the server before it goes on, so this is dropped.
-    keep_state_and_data;
+    case Tag of
+        xml -> keep_state_and_data;
+        xml_last -> done(State, D)
+    end;
 handle_event(internal, {xml, _Epoch, Ev}, {handover, Pid, Rest}, D) ->
     {next_state, {handover, Pid, [Ev | Rest]}, D};
-handle_event(internal, flush, {handover, Pid, Rest}, D) ->
-    throng_c2s_sm:handover(Pid, lists:reverse(Rest), D);
-handle_event(internal, flush, State, D) ->
-    done(State, D);
+handle_event(internal, {xml_last, _Epoch, Ev}, {handover, Pid, Rest}, D) ->
+    throng_c2s_sm:handover(Pid, lists:reverse([Ev | Rest]), D);
 handle_event(_Type, Msg, State, _D) ->
     logger:debug(#{what => unexpected_event, state => State, msg => Msg}),
     keep_state_and_data.
@@ -175,7 +179,7 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
         {DataTag, _, Bin} ->
             case throng_transport:decode(Sock, Bin) of
                 {ok, Data} ->
-                    data(Data, D);
+                    data(Data, State, D);
                 {error, Why} ->
                     logger:info(#{what => tls_error, reason => Why, ip => D#d.ip}),
                     {stop, normal, D}
@@ -195,19 +199,36 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
     end.
 
 %% Data from the client: shape, parse, handle every element, write, re-arm.
-data(Data, D0) ->
+data(Data, State, D0) ->
     Size = byte_size(Data),
     throng_metrics:add(bytes_in, Size),
     D1 = throng_c2s_io:shape(Size, D0#d{last_in = erlang:monotonic_time(second)}),
     {Events, Parser} = throng_xml_stream:parse(D1#d.parser, Data),
-    D2 = D1#d{parser = Parser},
-    {keep_state, D2, element_events(Events, D2)}.
+    elements(Events, State, D1#d{parser = Parser}).
 
 %% Parsed elements become state machine events, handled in order, each by
-%% the handler of the state the previous one left; a last `flush' event
-%% writes what they gathered in one write.
-element_events(Events, #d{epoch = Epoch}) ->
-    [{next_event, internal, {xml, Epoch, Ev}} || Ev <- Events] ++ [{next_event, internal, flush}].
+%% the handler of the state the previous one left; the last one also writes
+%% what they all gathered, in one write (no extra event per read).
+elements([], State, D) ->
+    done(State, D);
+elements(Events, State, #d{epoch = Epoch} = D) ->
+    {Init, [Last]} = lists:split(length(Events) - 1, Events),
+    {next_state, State, D,
+     [{next_event, internal, {xml, Epoch, Ev}} || Ev <- Init] ++
+         [{next_event, internal, {xml_last, Epoch, Last}}]}.
+
+%% After the last element of a read: write.
+finish({next_state, {handover, Pid, []}, D}) ->
+    throng_c2s_sm:handover(Pid, [], D);
+finish({next_state, State, D}) ->
+    done(State, D);
+finish({next_state, State, D, Actions}) ->
+    case done(State, D) of
+        {next_state, State1, D1, More} -> {next_state, State1, D1, Actions ++ More};
+        Stop -> Stop
+    end;
+finish(Stop) ->
+    Stop.
 
 element_event(Ev, State, D) ->
     case xml(Ev, State, D) of

@@ -39,6 +39,7 @@ close({_, S, _}) -> _ = gen_tcp:close(S), ok.
 -spec upgrade(throng_transport:socket(), module(), list()) ->
     {ok, throng_transport:socket()} | {error, term()}.
 upgrade({_, S, _}, Into, Opts) ->
+    _ = code:ensure_loaded(Into),   %% function_exported/3 is false for a module not loaded yet
     case erlang:function_exported(Into, over_tcp, 2) of
         true -> Into:over_tcp(S, Opts);
         false -> {error, {cannot_upgrade, ?MODULE, Into}}

@@ -33,34 +33,7 @@
 -define(DEFAULT_MAX_STANZA_SIZE, 262144).
 -define(DEFAULT_MAX_DEPTH, 32).
 
--define(IS_WS(C), (C =:= $\s orelse C =:= $\n orelse C =:= $\t orelse C =:= $\r)).
--define(IS_NAME_START(C), ((C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
-                           orelse C =:= $_ orelse C =:= $:)).
--define(IS_NAME_CHAR(C), (?IS_NAME_START(C) orelse (C >= $0 andalso C =< $9)
-                          orelse C =:= $- orelse C =:= $.)).
--define(IS_DIGIT(C), (C >= $0 andalso C =< $9)).
-
-%% Positions in the tuple of compiled patterns, see patterns/0.
--define(P_TEXT, 1).
--define(P_CDATA, 2).
--define(P_DQ, 3).
--define(P_SQ, 4).
--define(P_LT, 5).
--define(P_GT, 6).
--define(P_QUOT, 7).
--define(P_APOS, 8).
--define(P_CDATA_END, 9).
--define(P_STAG, 10).
--define(P_PI_END, 11).
-
-%% Bytes that need no attention in character data and attribute values.
--define(IS_PLAIN_TEXT(C), ((C >= $\s andalso C =< 16#7F andalso C =/= $< andalso C =/= $&
-                            andalso C =/= $]) orelse C =:= $\n orelse C =:= $\t)).
--define(IS_PLAIN_ATTR(C), (C >= $\s andalso C =< 16#7F andalso C =/= $< andalso C =/= $&
-                           andalso C =/= $" andalso C =/= $')).
--define(RUN, 16).
-
--compile({inline, [byte/2, piece/4, skip_lf/2, add_text/2, nwf/1, next_stop/4]}).
+-include("throng_xml_chars.hrl").
 
 -type opts() :: #{max_stanza_size => pos_integer(), max_depth => pos_integer(),
                   sizes => boolean()}.
@@ -169,7 +142,7 @@ step(#st{unit = #unit{} = U} = St, D, P, Evs) ->
 step(#st{phase = closed} = St, _D, _P, Evs) ->
     {lists:reverse(Evs), St};
 step(#st{phase = Ph0} = St0, D, P, Evs) ->
-    Q = skip_ws(D, P),
+    Q = throng_xml_el:skip_ws(D, P),
     Ph = case Ph0 =:= decl andalso Q > P of
              true -> prolog;
              false -> Ph0
@@ -192,12 +165,6 @@ step(#st{phase = Ph0} = St0, D, P, Evs) ->
             fail(St, Evs, 'not-well-formed', <<"character data before the stream header">>)
     end.
 
-skip_ws(D, P) ->
-    case D of
-        <<_:P/binary, C, _/binary>> when ?IS_WS(C) -> skip_ws(D, P + 1);
-        _ -> P
-    end.
-
 %% Fast path: a stanza starts at Q; try to parse it from this chunk alone.
 %% Only the last stanza of a chunk can be incomplete, so the work lost to a
 %% failed try is at most one chunk's tail per call. (Testing first whether
@@ -206,7 +173,7 @@ skip_ws(D, P) ->
 stanza(#st{max_size = Max, max_depth = MaxDepth} = St, D, Q, Evs) ->
     Avail = byte_size(D) - Q,
     Region = binary_part(D, Q, min(Avail, Max)),
-    try parse_el(Region, MaxDepth) of
+    try throng_xml_el:parse_el(Region, MaxDepth) of
         {El, Len} ->
             step(St, D, Q + Len, [stanza_event(St, detach(El, D, Len), Len) | Evs])
     catch
@@ -223,7 +190,7 @@ stanza(#st{max_size = Max, max_depth = MaxDepth} = St, D, Q, Evs) ->
 scan_unit(#st{phase = Ph, max_size = Max, max_depth = MaxDepth} = St,
           #unit{mode = M, depth = Dep, size = Size0, pieces = Ps} = U, D, Start, P, Evs) ->
     Lim = min(byte_size(D), Start + (Max - Size0) + 1),
-    case scan(D, P, Lim, M, Dep, {Ph, MaxDepth, patterns()}) of
+    case scan(D, P, Lim, M, Dep, {Ph, MaxDepth, throng_xml_el:patterns()}) of
         {done, End} when Size0 + End - Start =< Max ->
             unit(St, join(Ps, binary_part(D, Start, End - Start)), D, End, Evs);
         {more, M1, Dep1} when Size0 + Lim - Start =< Max ->
@@ -256,8 +223,8 @@ arbitrate(#st{phase = Ph, max_depth = MaxDepth} = St, Partial, Cond, Text, Evs) 
     Earlier = try
                   case {Ph, Partial} of
                       {_, <<"<", C, _/binary>>} when C =:= $/; C =:= $!; C =:= $? -> none;
-                      {stream, _} -> parse_el(Partial, MaxDepth);
-                      {_, _} -> start_tag(Partial)
+                      {stream, _} -> throng_xml_el:parse_el(Partial, MaxDepth);
+                      {_, _} -> throng_xml_el:start_tag(Partial)
                   end
               catch
                   throw:{xml, _, _} = Error -> Error;
@@ -284,19 +251,19 @@ stanza_event(#st{sizes = false}, El, _Bytes) -> {stanza, El}.
 
 %% The state after unit Bin and its events, newest first.
 unit_events(#st{phase = decl} = St, <<"<?", _/binary>> = Bin) ->
-    ok = decl(Bin),
+    ok = throng_xml_el:decl(Bin),
     {St#st{phase = prolog}, []};
 unit_events(#st{phase = stream, name = Name} = St, <<"</", _/binary>> = Bin) ->
-    {Name1, P} = name(Bin, 2),
-    case Name1 =:= Name andalso binary:at(Bin, skip_ws(Bin, P)) =:= $> of
+    {Name1, P} = throng_xml_el:name(Bin, 2),
+    case Name1 =:= Name andalso binary:at(Bin, throng_xml_el:skip_ws(Bin, P)) =:= $> of
         true -> {St#st{phase = closed}, [stream_end]};
-        false -> throw(nwf(<<"mismatched stream end tag">>))
+        false -> throw(throng_xml_el:nwf(<<"mismatched stream end tag">>))
     end;
 unit_events(#st{phase = stream, max_depth = MaxDepth} = St, Bin) ->
-    {El, _} = complete(parse_el(Bin, MaxDepth), Bin),
+    {El, _} = complete(throng_xml_el:parse_el(Bin, MaxDepth), Bin),
     {St, [stanza_event(St, El, byte_size(Bin))]};
 unit_events(St, Bin) ->
-    {{Name, Attrs0, Empty}, _} = complete(start_tag(Bin), Bin),
+    {{Name, Attrs0, Empty}, _} = complete(throng_xml_el:start_tag(Bin), Bin),
     Attrs = [{binary:copy(K), binary:copy(V)} || {K, V} <- Attrs0],
     Start = {stream_start, binary:copy(Name), Attrs},
     case Empty of
@@ -305,7 +272,7 @@ unit_events(St, Bin) ->
     end.
 
 complete({_, Len} = Result, Bin) when Len =:= byte_size(Bin) -> Result;
-complete(_, _) -> throw(nwf(<<"malformed markup">>)).
+complete(_, _) -> throw(throng_xml_el:nwf(<<"malformed markup">>)).
 
 fail(St, Evs, Cond, Text) ->
     {lists:reverse([{error, Cond, Text} | Evs]), St#st{phase = dead, unit = none}}.
@@ -358,7 +325,7 @@ scan(D, P, E, {bang, N}, Dep, {Ph, _, _} = Cx) ->
         true ->
             {error, P + 1, 'not-well-formed', <<"character data before the stream header">>};
         false ->
-            {error, P + 1, 'restricted-xml', bang_text(N, C)}
+            {error, P + 1, 'restricted-xml', throng_xml_el:bang_text(N, C)}
     end;
 scan(D, P, E, {cdata, 0}, Dep, {_, _, Pats} = Cx) ->
     case find(D, P, E, element(?P_CDATA_END, Pats)) of
@@ -438,496 +405,3 @@ trailing_brackets(D, P, _E) ->
         $] -> 1;
         _ -> 0
     end.
-
-bang_text(0, $-) -> <<"comment in stream">>;
-bang_text(0, $D) -> <<"DOCTYPE in stream">>;
-bang_text(_, _) -> <<"markup declaration in stream">>.
-
-%%% Parser: one complete element, XML declaration or start tag in a binary.
-%%% Positions are offsets into that binary. Running out of input throws
-%%% `incomplete'; a fault throws {xml, Condition, Text}. No check ever looks
-%%% at the end of the input, so an error in a prefix is an error in the
-%%% whole.
-
-%% The element whose '<' is at offset 0: {Element, Length}.
-parse_el(B, MaxDepth) ->
-    el(B, 1, MaxDepth - 1, patterns()).
-
-%% Left: how many levels of children may still nest below this element.
-el(B, P0, Left, Pats) ->
-    {Name, P1} = name(B, P0),
-    case attrs(B, P1, [], Pats) of
-        {Attrs, P2, empty} ->
-            {#xmlel{name = Name, attrs = Attrs}, P2};
-        {Attrs, P2, open} ->
-            {Children, P3} = content(B, P2, P2, Name, Left, [], [], Pats),
-            {#xmlel{name = Name, attrs = Attrs, children = Children}, P3}
-    end.
-
-%% Start tag of the stream header: {{Name, Attrs, Empty}, Length}.
-start_tag(B) ->
-    {Name, P1} = name(B, 1),
-    {Attrs, P2, Kind} = attrs(B, P1, [], patterns()),
-    {{Name, Attrs, Kind =:= empty}, P2}.
-
-%% After a name or an attribute value: '>', '/>' or whitespace and more.
-attrs(B, P, Acc, Pats) ->
-    case byte(B, P) of
-        $> -> {check_attrs(Acc), P + 1, open};
-        $/ -> empty_tag(B, P + 1, Acc);
-        C when ?IS_WS(C) ->
-            P1 = skip_ws(B, P + 1),
-            case byte(B, P1) of
-                $> -> {check_attrs(Acc), P1 + 1, open};
-                $/ -> empty_tag(B, P1 + 1, Acc);
-                _ -> attr(B, P1, Acc, Pats)
-            end;
-        _ ->
-            throw(nwf(<<"malformed start tag">>))
-    end.
-
-empty_tag(B, P, Acc) ->
-    case byte(B, P) of
-        $> -> {check_attrs(Acc), P + 1, empty};
-        _ -> throw(nwf(<<"malformed start tag">>))
-    end.
-
-attr(B, P0, Acc, Pats) ->
-    {Name, P1} = name(B, P0),
-    P2 = skip_ws(B, P1),
-    case byte(B, P2) of
-        $= -> ok;
-        _ -> throw(nwf(<<"attribute without value">>))
-    end,
-    P3 = skip_ws(B, P2 + 1),
-    {Value, P4} = case byte(B, P3) of
-                      $" -> value(B, P3 + 1, P3 + 1, $", element(?P_DQ, Pats), []);
-                      $' -> value(B, P3 + 1, P3 + 1, $', element(?P_SQ, Pats), []);
-                      _ -> throw(nwf(<<"unquoted attribute value">>))
-                  end,
-    attrs(B, P4, [{Name, Value} | Acc], Pats).
-
-check_attrs([]) ->
-    [];
-check_attrs([_] = Acc) ->
-    Acc;
-check_attrs(Acc) when length(Acc) =< 8 ->
-    ok = no_duplicates(Acc),
-    lists:reverse(Acc);
-check_attrs(Acc) ->
-    Attrs = lists:reverse(Acc),
-    case length(lists:ukeysort(1, Attrs)) =:= length(Attrs) of
-        true -> Attrs;
-        false -> throw(duplicate())
-    end.
-
-no_duplicates([{Name, _} | Rest]) ->
-    case lists:keymember(Name, 1, Rest) of
-        true -> throw(duplicate());
-        false -> no_duplicates(Rest)
-    end;
-no_duplicates([]) ->
-    ok.
-
-duplicate() -> nwf(<<"duplicate attribute">>).
-
-%% Attribute value from Start; P is where to look next. Whitespace becomes
-%% a space (CR LF one space), references are decoded.
-value(B, P, Start, Quote, Pat, Acc) ->
-    <<_:P/binary, Rest/binary>> = B,
-    Q = next_stop(B, P, attr_run(Rest, 0), Pat),
-    case binary:at(B, Q) of
-        Quote ->
-            {text(B, Start, Q, Acc), Q + 1};
-        C when C =:= $"; C =:= $' ->
-            value(B, Q + 1, Start, Quote, Pat, Acc);
-        $& ->
-            {Ch, Q1} = ref(B, Q),
-            value(B, Q1, Q1, Quote, Pat, [Ch | piece(B, Start, Q, Acc)]);
-        $\r ->
-            Q1 = skip_lf(B, Q + 1),
-            value(B, Q1, Q1, Quote, Pat, [<<" ">> | piece(B, Start, Q, Acc)]);
-        C when C =:= $\t; C =:= $\n ->
-            value(B, Q + 1, Q + 1, Quote, Pat, [<<" ">> | piece(B, Start, Q, Acc)]);
-        $< ->
-            throw(nwf(<<"'<' in attribute value">>));
-        C when C >= 16#80 ->
-            value(B, utf8_run(B, Q), Start, Quote, Pat, Acc);
-        _ ->
-            throw(bad_char())
-    end.
-
-%% Runs of plain bytes are skipped by a short Erlang loop first: most runs in
-%% stanzas are a few bytes long, and the loop costs less than a BIF call.
-%% After ?RUN plain bytes the search goes on with binary:match/3 and Pat,
-%% which stops at the same bytes (and at ']' only as part of "]]>").
-next_stop(B, P, ?RUN, Pat) ->
-    case binary:match(B, Pat, [{scope, {P + ?RUN, byte_size(B) - P - ?RUN}}]) of
-        {Q, _} -> Q;
-        nomatch -> throw(incomplete)
-    end;
-next_stop(B, P, N, _Pat) when P + N < byte_size(B) ->
-    P + N;
-next_stop(_B, _P, _N, _Pat) ->
-    throw(incomplete).
-
-attr_run(<<C, Rest/binary>>, N) when N < ?RUN, ?IS_PLAIN_ATTR(C) -> attr_run(Rest, N + 1);
-attr_run(_, N) -> N.
-
-text_run(<<C, Rest/binary>>, N) when N < ?RUN, ?IS_PLAIN_TEXT(C) -> text_run(Rest, N + 1);
-text_run(_, N) -> N.
-
-%% Content of element Name from Start (text not yet taken) and P (where to
-%% look next). Text is the pending text pieces, newest first.
-content(B, P, Start, Name, Left, Text, Acc, Pats) ->
-    <<_:P/binary, Rest/binary>> = B,
-    Q = next_stop(B, P, text_run(Rest, 0), element(?P_TEXT, Pats)),
-    case binary:at(B, Q) of
-        $< ->
-            markup(B, Q, Name, Left, piece(B, Start, Q, Text), Acc, Pats);
-        $& ->
-            {Ch, Q1} = ref(B, Q),
-            content(B, Q1, Q1, Name, Left, [Ch | piece(B, Start, Q, Text)], Acc, Pats);
-        $\r ->
-            Q1 = skip_lf(B, Q + 1),
-            content(B, Q1, Q1, Name, Left, [<<"\n">> | piece(B, Start, Q, Text)], Acc, Pats);
-        $] ->
-            case B of
-                <<_:Q/binary, "]]>", _/binary>> -> throw(nwf(<<"']]>' in character data">>));
-                <<_:Q/binary, "]]">> -> throw(incomplete);
-                <<_:Q/binary, "]">> -> throw(incomplete);
-                _ -> content(B, Q + 1, Start, Name, Left, Text, Acc, Pats)
-            end;
-        C when C >= 16#80 ->
-            content(B, utf8_run(B, Q), Start, Name, Left, Text, Acc, Pats);
-        _ ->
-            throw(bad_char())
-    end.
-
-%% '<' at Q inside element Name.
-markup(B, Q, Name, Left, Text, Acc, Pats) ->
-    case byte(B, Q + 1) of
-        $/ ->
-            {EndName, P1} = name(B, Q + 2),
-            P2 = skip_ws(B, P1),
-            case byte(B, P2) of
-                $> when EndName =:= Name ->
-                    {lists:reverse(add_text(Text, Acc)), P2 + 1};
-                $> ->
-                    throw(nwf(<<"mismatched end tag">>));
-                _ ->
-                    throw(nwf(<<"malformed end tag">>))
-            end;
-        $! ->
-            P1 = cdata_open(B, Q + 2),
-            {Text1, P2} = cdata(B, P1, P1, Text, element(?P_CDATA, Pats)),
-            content(B, P2, P2, Name, Left, Text1, Acc, Pats);
-        $? ->
-            throw({xml, 'restricted-xml', <<"processing instruction in stream">>});
-        _ when Left =:= 0 ->
-            throw({xml, 'policy-violation', <<"elements nested too deeply">>});
-        _ ->
-            {El, P1} = el(B, Q + 1, Left - 1, Pats),
-            content(B, P1, P1, Name, Left, [], [El | add_text(Text, Acc)], Pats)
-    end.
-
-%% After '<!': "[CDATA[" or a forbidden declaration.
-cdata_open(B, P) ->
-    cdata_open(B, P, 0).
-
-cdata_open(_B, P, 7) ->
-    P;
-cdata_open(B, P, N) ->
-    C = byte(B, P),
-    case C =:= binary:at(<<"[CDATA[">>, N) of
-        true -> cdata_open(B, P + 1, N + 1);
-        false -> throw({xml, 'restricted-xml', bang_text(N, C)})
-    end.
-
-cdata(B, P, Start, Text, Pat) ->
-    case binary:match(B, Pat, [{scope, {P, byte_size(B) - P}}]) of
-        nomatch ->
-            throw(incomplete);
-        {Q, 3} ->
-            {piece(B, Start, Q, Text), Q + 3};
-        {Q, _} ->
-            case binary:at(B, Q) of
-                $\r ->
-                    Q1 = skip_lf(B, Q + 1),
-                    cdata(B, Q1, Q1, [<<"\n">> | piece(B, Start, Q, Text)], Pat);
-                C when C >= 16#80 ->
-                    cdata(B, utf8_run(B, Q), Start, Text, Pat);
-                _ ->
-                    throw(bad_char())
-            end
-    end.
-
-piece(_B, Start, Start, Acc) -> Acc;
-piece(B, Start, End, Acc) -> [binary_part(B, Start, End - Start) | Acc].
-
-%% The text made of pieces Acc (newest first) and B[Start, End).
-text(B, Start, End, []) -> binary_part(B, Start, End - Start);
-text(B, Start, End, Acc) -> iolist_to_binary(lists:reverse(piece(B, Start, End, Acc))).
-
-add_text([], Acc) -> Acc;
-add_text([Bin], Acc) -> [{xmlcdata, Bin} | Acc];
-add_text(Text, Acc) -> [{xmlcdata, iolist_to_binary(lists:reverse(Text))} | Acc].
-
-skip_lf(B, P) ->
-    case byte(B, P) of
-        $\n -> P + 1;
-        _ -> P
-    end.
-
-%% Entity or character reference at P ('&').
-ref(B, P) ->
-    case B of
-        <<_:P/binary, "&lt;", _/binary>> -> {<<"<">>, P + 4};
-        <<_:P/binary, "&gt;", _/binary>> -> {<<">">>, P + 4};
-        <<_:P/binary, "&amp;", _/binary>> -> {<<"&">>, P + 5};
-        <<_:P/binary, "&quot;", _/binary>> -> {<<"\"">>, P + 6};
-        <<_:P/binary, "&apos;", _/binary>> -> {<<"'">>, P + 6};
-        <<_:P/binary, "&#x", _/binary>> -> char_ref(B, P + 3, 16, P + 3, 0);
-        <<_:P/binary, "&#", _/binary>> -> char_ref(B, P + 2, 10, P + 2, 0);
-        _ ->
-            {_, P1} = try name(B, P + 1)
-                      catch throw:{xml, 'not-well-formed', _} -> throw(nwf(<<"bare '&'">>))
-                      end,
-            case byte(B, P1) of
-                $; -> throw({xml, 'restricted-xml', <<"entity reference in stream">>});
-                _ -> throw(nwf(<<"bare '&'">>))
-            end
-    end.
-
-char_ref(B, P, Base, Start, N) ->
-    C = byte(B, P),
-    case digit(C, Base) of
-        D when D >= 0, N =< 16#10FFFF -> char_ref(B, P + 1, Base, Start, N * Base + D);
-        _ when C =:= $;, P > Start ->
-            case is_xml_char(N) of
-                true -> {<<N/utf8>>, P + 1};
-                false -> throw(nwf(<<"character reference to an invalid character">>))
-            end;
-        _ ->
-            throw(nwf(<<"malformed character reference">>))
-    end.
-
-digit(C, _) when ?IS_DIGIT(C) -> C - $0;
-digit(C, 16) when C >= $a, C =< $f -> C - $a + 10;
-digit(C, 16) when C >= $A, C =< $F -> C - $A + 10;
-digit(_, _) -> -1.
-
-is_xml_char(C) ->
-    C =:= 16#9 orelse C =:= 16#A orelse C =:= 16#D
-        orelse (C >= 16#20 andalso C =< 16#D7FF)
-        orelse (C >= 16#E000 andalso C =< 16#FFFD)
-        orelse (C >= 16#10000 andalso C =< 16#10FFFF).
-
-%% An XML Name at P: {Name, End}.
-name(B, P) ->
-    case B of
-        <<_:P/binary, C, _/binary>> when ?IS_NAME_START(C) ->
-            name_rest(B, P, P + 1);
-        <<_:P/binary, C, _/binary>> when C >= 16#80 ->
-            {Cp, Len} = utf8_char(B, P),
-            case is_name_start(Cp) of
-                true -> name_rest(B, P, P + Len);
-                false -> throw(nwf(<<"invalid name">>))
-            end;
-        <<_:P/binary, _, _/binary>> ->
-            throw(nwf(<<"invalid name">>));
-        _ ->
-            throw(incomplete)
-    end.
-
-%% The name that starts at Start continues at P0.
-name_rest(B, Start, P0) ->
-    <<_:P0/binary, Rest/binary>> = B,
-    P = P0 + name_len(Rest, 0),
-    case B of
-        <<_:P/binary, C, _/binary>> when C >= 16#80 ->
-            {Cp, Len} = utf8_char(B, P),
-            case is_name_char(Cp) of
-                true -> name_rest(B, Start, P + Len);
-                false -> throw(nwf(<<"invalid name">>))
-            end;
-        <<_:P/binary, _, _/binary>> ->
-            {binary_part(B, Start, P - Start), P};
-        _ ->
-            throw(incomplete)
-    end.
-
-name_len(<<C, Rest/binary>>, N) when ?IS_NAME_CHAR(C) -> name_len(Rest, N + 1);
-name_len(_, N) -> N.
-
-%% XML 1.0 (fifth edition) NameStartChar and NameChar beyond ASCII.
-is_name_start(C) ->
-    (C >= 16#C0 andalso C =< 16#D6) orelse (C >= 16#D8 andalso C =< 16#F6)
-        orelse (C >= 16#F8 andalso C =< 16#2FF) orelse (C >= 16#370 andalso C =< 16#37D)
-        orelse (C >= 16#37F andalso C =< 16#1FFF) orelse C =:= 16#200C orelse C =:= 16#200D
-        orelse (C >= 16#2070 andalso C =< 16#218F) orelse (C >= 16#2C00 andalso C =< 16#2FEF)
-        orelse (C >= 16#3001 andalso C =< 16#D7FF) orelse (C >= 16#F900 andalso C =< 16#FDCF)
-        orelse (C >= 16#FDF0 andalso C =< 16#FFFD) orelse (C >= 16#10000 andalso C =< 16#EFFFF).
-
-is_name_char(C) ->
-    is_name_start(C) orelse C =:= 16#B7 orelse (C >= 16#300 andalso C =< 16#36F)
-        orelse C =:= 16#203F orelse C =:= 16#2040.
-
-%% Skips the non-ASCII characters from P on, checking them: the end offset.
-utf8_run(B, P) ->
-    case B of
-        <<_:P/binary, C, _/binary>> when C >= 16#80 ->
-            {_, Len} = utf8_char(B, P),
-            utf8_run(B, P + Len);
-        _ ->
-            P
-    end.
-
-%% The character at P, whose first byte is not ASCII: {CodePoint, Length}.
-utf8_char(B, P) ->
-    case B of
-        <<_:P/binary, C/utf8, _/binary>> when C =:= 16#FFFE; C =:= 16#FFFF ->
-            throw(bad_char());
-        <<_:P/binary, C/utf8, _/binary>> when C < 16#800 -> {C, 2};
-        <<_:P/binary, C/utf8, _/binary>> when C < 16#10000 -> {C, 3};
-        <<_:P/binary, C/utf8, _/binary>> -> {C, 4};
-        _ ->
-            Rest = binary:part(B, P, byte_size(B) - P),
-            case byte_size(Rest) < 4 andalso utf8_prefix(Rest) of
-                true -> throw(incomplete);
-                false -> throw({xml, 'unsupported-encoding', <<"invalid UTF-8">>})
-            end
-    end.
-
-%% Whether Bytes can start a valid UTF-8 sequence that is longer (RFC 3629).
-utf8_prefix(<<C>>) -> C >= 16#C2 andalso C =< 16#F4;
-utf8_prefix(<<16#E0, C>>) -> C >= 16#A0 andalso C =< 16#BF;
-utf8_prefix(<<16#ED, C>>) -> C >= 16#80 andalso C =< 16#9F;
-utf8_prefix(<<L, C>>) when L >= 16#E1, L =< 16#EF -> C >= 16#80 andalso C =< 16#BF;
-utf8_prefix(<<16#F0, C>>) -> C >= 16#90 andalso C =< 16#BF;
-utf8_prefix(<<16#F4, C>>) -> C >= 16#80 andalso C =< 16#8F;
-utf8_prefix(<<L, C>>) when L >= 16#F1, L =< 16#F3 -> C >= 16#80 andalso C =< 16#BF;
-utf8_prefix(<<L, C1, C2>>) when L >= 16#F0, L =< 16#F4 ->
-    utf8_prefix(<<L, C1>>) andalso C2 >= 16#80 andalso C2 =< 16#BF;
-utf8_prefix(_) -> false.
-
-byte(B, P) ->
-    case B of
-        <<_:P/binary, C, _/binary>> -> C;
-        _ -> throw(incomplete)
-    end.
-
-nwf(Text) -> {xml, 'not-well-formed', Text}.
-
-bad_char() -> nwf(<<"character not allowed in XML">>).
-
-%%% XML declaration
-
-%% <?xml version='1.x' encoding='UTF-8' standalone='yes'?>, complete.
-decl(B) ->
-    case unicode:characters_to_binary(B) of
-        B -> ok;
-        _ -> throw({xml, 'unsupported-encoding', <<"invalid UTF-8">>})
-    end,
-    case name(B, 2) of
-        {<<"xml">>, P} -> decl_check(decl_attrs(B, P, []));
-        _ -> throw({xml, 'restricted-xml', <<"processing instruction in stream">>})
-    end.
-
-decl_attrs(B, P, Acc) ->
-    P1 = skip_ws(B, P),
-    case B of
-        <<_:P1/binary, "?>">> ->
-            lists:reverse(Acc);
-        _ when P1 > P ->
-            {Name, P2} = name(B, P1),
-            P3 = skip_ws(B, P2),
-            P4 = skip_ws(B, expect(B, P3, $=)),
-            Quote = byte(B, P4),
-            case Quote =:= $" orelse Quote =:= $' of
-                true ->
-                    case binary:match(B, <<Quote>>, [{scope, {P4 + 1, byte_size(B) - P4 - 1}}]) of
-                        {Q, _} -> decl_attrs(B, Q + 1, [{Name, binary_part(B, P4 + 1, Q - P4 - 1)} | Acc]);
-                        nomatch -> throw(bad_decl())
-                    end;
-                false ->
-                    throw(bad_decl())
-            end;
-        _ ->
-            throw(bad_decl())
-    end.
-
-expect(B, P, C) ->
-    case byte(B, P) of
-        C -> P + 1;
-        _ -> throw(bad_decl())
-    end.
-
-decl_check([{<<"version">>, <<"1.", Minor/binary>>} | Rest]) when Minor =/= <<>> ->
-    case [C || <<C>> <= Minor, not ?IS_DIGIT(C)] of
-        [] -> decl_encoding(Rest);
-        _ -> throw(bad_decl())
-    end;
-decl_check(_) ->
-    throw(bad_decl()).
-
-decl_encoding([{<<"encoding">>, Enc} | Rest]) ->
-    case << <<(ascii_lower(C))>> || <<C>> <= Enc >> of
-        <<"utf-8">> -> decl_standalone(Rest);
-        _ -> throw({xml, 'unsupported-encoding', <<"encoding other than UTF-8">>})
-    end;
-decl_encoding(Rest) ->
-    decl_standalone(Rest).
-
-decl_standalone([]) -> ok;
-decl_standalone([{<<"standalone">>, V}]) when V =:= <<"yes">>; V =:= <<"no">> -> ok;
-decl_standalone(_) -> throw(bad_decl()).
-
-ascii_lower(C) when C >= $A, C =< $Z -> C + 32;
-ascii_lower(C) -> C.
-
-bad_decl() -> nwf(<<"malformed XML declaration">>).
-
-%%% Compiled search patterns, made once per node and looked up once per
-%%% unit, then passed along. On OTP 25 a Boyer-Moore (single string) pattern
-%%% that finds nothing in a subject of under about ten bytes charges a whole
-%%% time slice of reductions, which one-byte chunks would hit on every call;
-%%% a set of two or more strings is compiled to Aho-Corasick, which does not.
-%%% So each string the scanner looks for comes as a pair {Boyer-Moore,
-%%% Aho-Corasick}, the latter padded with a longer string that never changes
-%%% where the first match starts.
-
-patterns() ->
-    case persistent_term:get(?MODULE, undefined) of
-        undefined ->
-            Keys = [text, cdata, dq, sq, lt, gt, $", $', cdata_end, stag, pi_end],
-            Pats = list_to_tuple([compile(pattern_bytes(K)) || K <- Keys]),
-            persistent_term:put(?MODULE, Pats),
-            Pats;
-        Pats ->
-            Pats
-    end.
-
-%% Bytes that stop a run of plain character data: markup, references, CR
-%% (line ends are normalized), control characters and non-ASCII (checked as
-%% UTF-8).
-compile({pair, String}) ->
-    {binary:compile_pattern(String),
-     binary:compile_pattern([String, <<String/binary, String/binary>>])};
-compile(Strings) ->
-    binary:compile_pattern(Strings).
-
-pattern_bytes(lt) -> {pair, <<"<">>};
-pattern_bytes(gt) -> {pair, <<">">>};
-pattern_bytes($") -> {pair, <<"\"">>};
-pattern_bytes($') -> {pair, <<"'">>};
-pattern_bytes(cdata_end) -> {pair, <<"]]>">>};
-pattern_bytes(pi_end) -> {pair, <<"?>">>};
-pattern_bytes(stag) -> [<<">">>, <<"\"">>, <<"'">>];
-pattern_bytes(text) -> [<<"<">>, <<"&">>, <<"]]>">> | special_bytes()];
-pattern_bytes(cdata) -> [<<"]]>">> | special_bytes()];
-pattern_bytes(dq) -> [<<"\"">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">> | special_bytes()];
-pattern_bytes(sq) -> [<<"'">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">> | special_bytes()].
-
-special_bytes() ->
-    [<<C>> || C <- lists:seq(0, 31), C =/= $\t, C =/= $\n] ++ [<<C>> || C <- lists:seq(128, 255)].
