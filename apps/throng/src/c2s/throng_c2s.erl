@@ -101,19 +101,11 @@ handle_event(info, {replaced, _By}, _State, D) ->
 handle_event(info, {kick, Reason}, _State, D) ->
     throng_c2s_io:stream_error('policy-violation', Reason, D);
 handle_event(info, {throng_session, ext, Mod, Msg}, session, D) ->
-    try Mod:session_info(Msg, #{jid => D#d.jid, last_in => D#d.last_in}) of
-        Actions -> ext_actions(Mod, Actions, D)
-    catch
-        %% One module's bug does not end the session.
-        Class:Reason:Stack ->
-            logger:error(#{what => session_info_crashed, module => Mod, class => Class,
-                           reason => Reason, stacktrace => Stack}),
-            keep_state_and_data
-    end;
+    session_info(Mod, Msg, D);
 handle_event(info, Mod, session, D) when is_atom(Mod), Mod =/= resume_overflow ->
     %% A module's compact timer (throng_session:ext_timer/2).
     case throng_ext:is_enabled(D#d.server, Mod) of
-        true -> handle_event(info, {throng_session, ext, Mod, timer}, session, D);
+        true -> session_info(Mod, timer, D);
         false ->
             logger:debug(#{what => unexpected_event, state => session, msg => Mod}),
             keep_state_and_data
@@ -401,6 +393,17 @@ register_session(JID) ->
     end.
 
 %%% What extension modules ask of the session (throng_session:action())
+
+session_info(Mod, Msg, D) ->
+    try Mod:session_info(Msg, #{jid => D#d.jid, last_in => D#d.last_in}) of
+        Actions -> ext_actions(Mod, Actions, D)
+    catch
+        %% One module's bug does not end the session.
+        Class:Reason:Stack ->
+            logger:error(#{what => session_info_crashed, module => Mod, class => Class,
+                           reason => Reason, stacktrace => Stack}),
+            keep_state_and_data
+    end.
 
 ext_actions(Mod, Actions, D0) ->
     Step = fun({send, El}, {ok, D}) -> {ok, throng_c2s_stanza:send_stanza(session, El, D)};

@@ -82,14 +82,16 @@ start_hosts([Host | Rest]) ->
 -spec start_host(binary(), #{module() => map()}) -> ok | {error, string()}.
 start_host(Host, Mods) ->
     Enabled = lists:sort(maps:keys(Mods)),
+    %% function_exported/3 (optional callbacks) is false for a module not
+    %% loaded yet.
     _ = [code:ensure_loaded(M) || M <- Enabled],
     try iq_handlers(Enabled) of
-        _ -> start_checked(Host, Enabled, Mods)
+        Iq -> start_checked(Host, Enabled, Mods, Iq)
     catch
         throw:{conflict, Msg} -> {error, lists:flatten(io_lib:format("~ts: ~ts", [Host, Msg]))}
     end.
 
-start_checked(Host, Enabled, Mods) ->
+start_checked(Host, Enabled, Mods, Iq) ->
     case start_each(Host, Enabled, Mods, []) of
         ok ->
             Hooks = [{Event, Seq, M, Fun} || M <- builtin() ++ Enabled,
@@ -98,7 +100,7 @@ start_checked(Host, Enabled, Mods) ->
             %% The options first: modules read them while they describe
             %% their features.
             persistent_term:put(?KEY(Host), (registry(Host))#{modules => Mods}),
-            persistent_term:put(?KEY(Host), registry(Host, Enabled, Mods)),
+            persistent_term:put(?KEY(Host), registry(Host, Enabled, Mods, Iq)),
             logger:info(#{what => modules_started, host => Host, modules => Enabled}),
             ok;
         {error, _} = E ->
@@ -108,8 +110,6 @@ start_checked(Host, Enabled, Mods) ->
 start_each(_Host, [], _Opts, _Started) ->
     ok;
 start_each(Host, [M | Rest], Opts, Started) ->
-    %% function_exported/3 is false for a module not loaded yet.
-    _ = code:ensure_loaded(M),
     Result = case erlang:function_exported(M, start, 2) of
                  true -> try M:start(Host, maps:get(M, Opts))
                          catch C:R -> {error, {C, R}}
@@ -123,10 +123,9 @@ start_each(Host, [M | Rest], Opts, Started) ->
             {error, lists:flatten(io_lib:format("module ~s on ~ts: ~tp", [M, Host, Why]))}
     end.
 
-registry(Host, Enabled, Opts) ->
-    Iq = maps:from_list(iq_handlers(Enabled)),
+registry(Host, Enabled, Opts, Iq) ->
     #{modules => Opts,
-      iq => Iq,
+      iq => maps:from_list(Iq),
       features => lists:usort([?NS_ROSTER | optional(Enabled, disco_features, [Host])]),
       identities => lists:usort(optional(Enabled, disco_identities, [Host])),
       stream_features => maps:from_list(
