@@ -84,7 +84,7 @@ database_of_another_node(Config) ->
     ok = mnesia:create_schema([node()]),
     ok = mnesia:start(),
     stopped = mnesia:stop(),
-    {ok, _} = net_kernel:start([boot_suite_other, shortnames]),
+    {ok, _} = throng_ct:start_distribution(boot_suite_other, shortnames),
     try
         {Step, Msg} = boot_error(#{data_dir => list_to_binary(Dir)}),
         ?assertEqual(storage, Step),

@@ -2,7 +2,8 @@
 %% private data directory and a listener on a free port, and registers users.
 -module(throng_ct).
 
--export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2]).
+-export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2,
+         start_distribution/2]).
 
 -include("throng.hrl").
 
@@ -69,3 +70,23 @@ both(U, C) ->
                       fun(_) -> {set, #roster_item{jid = {C, <<"localhost">>},
                                                    subscription = both}} end),
     ok.
+
+%% Makes this node distributed. A fresh machine has no epmd running (only
+%% `erl -sname` starts one, net_kernel:start/1 does not), so start it and
+%% wait until it answers before registering.
+-spec start_distribution(atom(), shortnames | longnames) -> {ok, pid()} | {error, term()}.
+start_distribution(Name, NameType) ->
+    ok = ensure_epmd(50),
+    net_kernel:start([Name, NameType]).
+
+ensure_epmd(0) ->
+    {error, epmd_not_answering};
+ensure_epmd(Tries) ->
+    case erl_epmd:names() of
+        {ok, _} ->
+            ok;
+        {error, _} ->
+            _ = os:cmd("epmd -daemon"),
+            timer:sleep(100),
+            ensure_epmd(Tries - 1)
+    end.
