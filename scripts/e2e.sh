@@ -58,11 +58,12 @@ expect "status" "$T" status
 expect "register alice" "$T" register alice localhost secret
 expect "register bob" "$T" register bob localhost secret
 expect "register carol" "$T" register carol localhost secret
+expect "register erin and fay" sh -c "'$T' register erin localhost secret && '$T' register fay localhost secret"
 if "$T" register alice localhost again >/dev/null 2>&1; then fail "register twice succeeded"; else ok "register twice fails"; fi
 expect "register then passwd then unregister" sh -c "'$T' register temp localhost a && '$T' passwd temp localhost b && '$T' unregister temp localhost"
 expect "bulk-register 2000 users with 18-contact rosters" "$T" bulk-register localhost 2000 password
 n=$("$T" accounts localhost)
-[ "$n" = 2003 ] && ok "2003 accounts" || fail "accounts: $n"
+[ "$n" = 2005 ] && ok "2005 accounts" || fail "accounts: $n"
 
 CA="$WORK/data/tls/selfsigned.crt"
 expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery" \
@@ -125,13 +126,20 @@ case "$(curl -s "$M/stats")" in "{"*) ok "/stats is JSON";; *) fail "/stats";; e
 case "$(curl -s "$M/")" in *"<canvas"*|*"<html"*) ok "the dashboard is served";; *) fail "dashboard";; esac
 case "$("$T" stats --once)" in *ession*) ok "bin/throng stats --once";; *) fail "bin/throng stats --once";; esac
 
-# Durability: committed writes survive kill -9.
+# Durability: committed writes survive kill -9, and so does every message
+# the server acknowledged to its sender: stored offline, queued for a
+# detached session, or taken from storage but not acknowledged by its
+# recipient (test/e2e/kill9_e2e.py).
 expect "roster change and offline message committed" $PY "$ROOT/test/e2e/durability_e2e.py" before 127.0.0.1 "$PORT" "$CA"
+expect "messages acknowledged: offline, detached, delivered but unacknowledged" \
+    $PY "$ROOT/test/e2e/kill9_e2e.py" before 127.0.0.1 "$PORT" 1000 100
 kill -9 "$(cat "$WORK/run/throng.pid")"
 sleep 1
 expect "restart after kill -9" "$T" start
-expect "accounts survive kill -9" sh -c "[ \"\$('$T' accounts localhost)\" = 2003 ]"
+expect "accounts survive kill -9" sh -c "[ \"\$('$T' accounts localhost)\" = 2005 ]"
 expect "roster and offline message survive kill -9" $PY "$ROOT/test/e2e/durability_e2e.py" after 127.0.0.1 "$PORT" "$CA"
+expect "zero loss across kill -9: 1000 offline, 1000 detached, 100 unacknowledged" \
+    $PY "$ROOT/test/e2e/kill9_e2e.py" after 127.0.0.1 "$PORT" 1000 100
 
 expect "stop" "$T" stop
 if "$T" ping >/dev/null 2>&1; then fail "node still answers after stop"; else ok "node is down"; fi

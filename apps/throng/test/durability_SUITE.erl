@@ -60,7 +60,7 @@ every_write_fails_when_sync_fails(_Config) ->
               fun() -> throng_storage:set_credentials(<<"alice">>, ?S, creds()) end,
               fun() -> throng_storage:roster_update(<<"alice">>, ?S, {<<"bob">>, ?S},
                                                     fun(_) -> {set, Item} end) end,
-              fun() -> throng_storage:offline_store(<<"alice">>, ?S, msg(<<"1">>), 10) end,
+              fun() -> throng_storage:offline_store(<<"alice">>, ?S, msg(<<"1">>), {10, 1000000}) end,
               fun() -> throng_storage:kv_put(?MODULE, k, v) end,
               fun() -> throng_storage:kv_delete(?MODULE, k) end,
               fun() -> throng_storage:bulk_create(?S, [{<<"dave">>, creds(), []}]) end,
@@ -126,7 +126,7 @@ wait_queued(N) ->
 %% Popping offline messages whose removal cannot be synced raises, and the
 %% messages are still there for the next pop.
 offline_pop_keeps_messages_when_sync_fails(_Config) ->
-    [ok = throng_storage:offline_store(<<"alice">>, ?S, msg(B), 10) || B <- [<<"1">>, <<"2">>]],
+    [ok = throng_storage:offline_store(<<"alice">>, ?S, msg(B), {10, 1000000}) || B <- [<<"1">>, <<"2">>]],
     fail_syncs_with({error, eio}),
     ?assertEqual({sync, eio}, failure(fun() -> throng_storage:offline_pop(<<"alice">>, ?S) end)),
     ?assertEqual(2, throng_storage:offline_count(<<"alice">>, ?S)),

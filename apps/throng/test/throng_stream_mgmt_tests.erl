@@ -13,13 +13,24 @@ ack_drops_what_was_acknowledged_test() ->
     secret(),
     SM = sent_n(throng_stream_mgmt:new(true), [a, b, c, d]),
     ?assertEqual(4, throng_stream_mgmt:pending(SM)),
-    {ok, SM1} = throng_stream_mgmt:ack(2, SM),
+    {ok, SM1, [a, b]} = throng_stream_mgmt:ack(2, SM),
     ?assertEqual([c, d], throng_stream_mgmt:unacked(SM1)),
-    {ok, SM2} = throng_stream_mgmt:ack(2, SM1),   %% a repeated ack changes nothing
+    {ok, SM2, []} = throng_stream_mgmt:ack(2, SM1),   %% a repeated ack changes nothing
     ?assertEqual([c, d], throng_stream_mgmt:unacked(SM2)),
     ?assertEqual({error, too_high}, throng_stream_mgmt:ack(5, SM2)),
-    {ok, SM3} = throng_stream_mgmt:ack(4, SM2),
+    {ok, SM3, [c, d]} = throng_stream_mgmt:ack(4, SM2),
     ?assertEqual([], throng_stream_mgmt:unacked(SM3)).
+
+%% The unacknowledged items can be replaced one for one (made durable);
+%% their numbering, and so later acknowledgements, stay as they were.
+set_unacked_keeps_the_numbering_test() ->
+    secret(),
+    SM = sent_n(throng_stream_mgmt:new(true), [a, b, c]),
+    {ok, SM1, [a]} = throng_stream_mgmt:ack(1, SM),
+    SM2 = throng_stream_mgmt:set_unacked([{kept, b}, c], SM1),
+    ?assertEqual([{kept, b}, c], throng_stream_mgmt:unacked(SM2)),
+    {ok, SM3, [{kept, b}]} = throng_stream_mgmt:ack(2, SM2),
+    ?assertEqual([c], throng_stream_mgmt:unacked(SM3)).
 
 handled_counts_and_wraps_test() ->
     secret(),
@@ -35,7 +46,7 @@ wrap_around_test() ->
     %% Simulate a stream that already sent Near stanzas, all acknowledged.
     SM1 = setelement(5, setelement(6, SM0, Near), Near),   %% #sm.out and #sm.acked
     SM2 = sent_n(SM1, [x, y, z]),                          %% numbered ..95, 0, 1
-    {ok, SM3} = throng_stream_mgmt:ack(0, SM2),
+    {ok, SM3, [x, y]} = throng_stream_mgmt:ack(0, SM2),
     ?assertEqual([z], throng_stream_mgmt:unacked(SM3)),
     ?assertEqual({error, too_high}, throng_stream_mgmt:ack(2, SM3)).
 

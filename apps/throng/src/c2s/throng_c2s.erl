@@ -90,7 +90,9 @@ handle_event(info, {'EXIT', Port, _}, _State, _D) when is_port(Port) ->
 handle_event(info, Msg, State, D) when tuple_size(Msg) >= 2, is_port(element(2, Msg)) ->
     socket_message(Msg, State, D);
 handle_event(info, {route, From, To, El}, State, D) ->
-    done(State, throng_c2s_stanza:routed_batch(State, throng_c2s_stanza:deliver(State, From, To, El, D), ?ROUTE_BATCH));
+    done(State, throng_c2s_stanza:routed_batch(State, throng_c2s_stanza:deliver(State, none, From, To, El, D), ?ROUTE_BATCH));
+handle_event(info, {route_kept, Key, From, To, El}, State, D) ->
+    done(State, throng_c2s_stanza:routed_batch(State, throng_c2s_stanza:deliver(State, Key, From, To, El, D), ?ROUTE_BATCH));
 handle_event(info, {roster_push, Item, Ver}, State, D) ->
     done(State, case D#d.roster of
                     true -> throng_c2s_stanza:send_stanza(State, throng_roster:push_el(D#d.server, Item, Ver), D);
@@ -419,12 +421,17 @@ ext_actions(Mod, Actions, D0) ->
 
 %%% The end of a connection
 
-%% The socket closed. A session with resumption enabled waits; any other ends.
-closed(session, #d{sm = SM} = D) when SM =/= undefined ->
+%% The socket closed. A session with resumption enabled waits, detached:
+%% from now on messages for it are kept durably (the router keeps new ones,
+%% the session those it has queued); any other session ends.
+closed(session, #d{sm = SM, jid = JID} = D) when SM =/= undefined ->
     case throng_stream_mgmt:resumable(SM) of
         true ->
             throng_transport:close(D#d.sock),
-            {next_state, resumable, D#d{sock = undefined, out = []},
+            throng_sm:set_detached(self(), true),
+            Kept = throng_c2s_items:keep(JID, throng_stream_mgmt:unacked(SM), self()),
+            {next_state, resumable, D#d{sock = undefined, out = [],
+                                        sm = throng_stream_mgmt:set_unacked(Kept, SM)},
              [{state_timeout, throng_config:get([stream_management, resume_timeout]) * 1000,
                resume_expired}]};
         false ->
@@ -460,6 +467,7 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
     %% A resumed-elsewhere session keeps nothing: the session lives on in the
     %% process that took over.
     throng_sm:unregister(JID, self()),
+    throng_sm:set_detached(self(), false),
     throng_hooks:notify(session_closed, JID#jid.server,
                         #{jid => JID, available => Prio =/= undefined}),
     case Prio of
@@ -477,8 +485,8 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
                   undefined -> [];
                   SM -> throng_stream_mgmt:unacked(SM)
               end,
-    lists:foreach(fun(Item) -> throng_c2s_stanza:reroute(Item, JID) end, Unacked),
-    throng_c2s_stanza:drain_mailbox(JID).
+    throng_c2s_items:reroute(Unacked, JID),
+    throng_c2s_items:drain_mailbox(JID).
 
 -spec code_change(term(), atom(), #d{}, term()) -> {ok, atom(), #d{}}.
 code_change(_Old, State, D, _Extra) ->

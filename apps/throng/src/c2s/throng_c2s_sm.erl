@@ -32,7 +32,9 @@ element(<<"a">>, El, #d{sm = SM} = D) when SM =/= undefined ->
     case string:to_integer(throng_xml:attr(<<"h">>, El, <<>>)) of
         {H, <<>>} when is_integer(H), H >= 0 ->
             case throng_stream_mgmt:ack(H, SM) of
-                {ok, SM1} -> {next, session, D#d{sm = SM1}};
+                {ok, SM1, Acked} ->
+                    throng_c2s_items:acked(Acked),
+                    {next, session, D#d{sm = SM1}};
                 {error, too_high} ->
                     throng_c2s_io:stream_error('undefined-condition', <<"acknowledged more than was sent">>, D)
             end;
@@ -109,7 +111,9 @@ resume_request(From, Bare, H, State, #d{sm = SM, jid = JID} = D) ->
             {keep_state_and_data, [{reply, From, {error, 'item-not-found'}}]};
         true ->
             case throng_stream_mgmt:ack(H, SM) of
-                {ok, SM1} -> {keep_state, D#d{sm = SM1}, [{reply, From, ok}]};
+                {ok, SM1, Acked} ->
+                    throng_c2s_items:acked(Acked),
+                    {keep_state, D#d{sm = SM1}, [{reply, From, ok}]};
                 {error, too_high} ->
                     {keep_state_and_data, [{reply, From, {error, 'unexpected-request'}}]}
             end
@@ -133,18 +137,15 @@ resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
     %% What the old connection process had received is handled next, then
     %% the socket reads again.
     _ = [self() ! M || M <- Pending],
+    throng_sm:set_detached(self(), false),
     D1 = D0#d{sock = Sock, parser = Parser, paused = false},
     _ = throng_c2s_io:activate(D1),
     D2 = throng_c2s_io:emit(throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM),
                                             throng_stream_mgmt:in_count(SM)), D1),
     %% Re-send what was not acknowledged, in order (they stay queued until acked).
-    D3 = lists:foldl(fun(Item, Acc) -> throng_c2s_io:emit(item_bytes(Item, Acc), Acc) end, D2, Unacked),
+    D3 = lists:foldl(fun(Item, Acc) ->
+                             throng_c2s_io:emit(element(2, throng_c2s_items:bytes(Item, Acc#d.server)), Acc)
+                     end, D2, Unacked),
     logger:info(#{what => session_resumed, jid => throng_jid:to_binary(D0#d.jid),
                   redelivered => length(Unacked)}),
     {resumed, Rest, D3}.
-
-item_bytes({ext, Mod, Data}, D) -> element(2, Mod:item_bytes(Data, D#d.server));
-item_bytes({From, To, El}, _D) ->
-    throng_xml:to_iolist(throng_stanza:set_from_to(El, throng_jid:to_binary(From),
-                                                   throng_jid:to_binary(To)));
-item_bytes(none, _D) -> [].

@@ -9,7 +9,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([stanza/2, deliver/5, routed_batch/3, send_stanza/3, reroute/2, drain_mailbox/1]).
+-export([stanza/2, deliver/6, routed_batch/3, send_stanza/3]).
 
 %%% Stanzas from the client (RFC 6120 §8, RFC 6121)
 
@@ -142,14 +142,14 @@ presence_broadcast(El, JID, D) ->
 %% subscription requests, then offline messages if the priority allows.
 initial_presence(P, JID, D) ->
     Incoming = throng_presence:initial(JID, P),
-    D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, From, JID, El, Acc) end,
+    D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, none, From, JID, El, Acc) end,
                      D, Incoming),
     %% Modules add what the new resource gets after the presence of its
     %% contacts (stored offline messages).
     {_, Items} = throng_hooks:run(initial_presence, JID#jid.server, [],
                                   #{jid => JID, priority => D1#d.prio}),
-    D2 = lists:foldl(fun({ext, Mod, Data} = Item, Acc) ->
-                             {Kind, Bytes} = Mod:item_bytes(Data, Acc#d.server),
+    D2 = lists:foldl(fun(Item, Acc) ->
+                             {Kind, Bytes} = throng_c2s_items:bytes(Item, Acc#d.server),
                              output(Kind, Item, Bytes, Acc)
                      end, D1, Items),
     {next, session, D2}.
@@ -185,34 +185,43 @@ presence_to(El, JID, To, D) ->
 
 %%% Stanzas routed to this session
 
--spec deliver(atom(), #jid{}, #jid{}, #xmlel{}, data()) -> data().
-deliver(State, From, To, El, D) ->
-    send_routed(State, From, To, El, D).
+%% Key: the stanza is also kept durably in flight under this storage key
+%% (none: it is not).
+-spec deliver(atom(), none | throng_storage:inflight_key(), #jid{}, #jid{}, #xmlel{}, data()) -> data().
+deliver(State, Key, From, To, El, D) ->
+    send_routed(State, Key, From, To, El, D).
 
-send_routed(State, From, To, El0, #d{jid = JID} = D) ->
+send_routed(State, Key, From, To, El0, #d{jid = JID} = D) ->
     %% Modules see every stanza before it is written, and may change it or
     %% keep it from the client.
     case throng_hooks:run(stanza_to_session, D#d.server, El0,
                           #{from => From, to => To, jid => JID}) of
         {stop, _} ->
+            throng_c2s_items:acked(kept(Key, none)),
             D;
         {ok, El} ->
+            Item = kept(Key, {From, To, El}),
             case State of
-                resumable -> queue_only({From, To, El}, D);
+                resumable -> queue_only(Item, D);
                 _ ->
                     Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From),
                                                     throng_jid:to_binary(To)),
-                    output(throng_stanza:kind(El), {From, To, El}, throng_xml:to_iolist(Out), D)
+                    output(throng_stanza:kind(El), Item, throng_xml:to_iolist(Out), D)
             end
     end.
 
-%% Routed stanzas already in the mailbox go out in the same write.
+kept(none, Item) -> Item;
+kept(Key, Item) -> {kept, Key, Item}.
+
+%% Routed stanzas already in the mailbox go out in the same write (in the
+%% order they came, kept or not).
 -spec routed_batch(atom(), data(), non_neg_integer()) -> data().
 routed_batch(_State, D, 0) ->
     D;
 routed_batch(State, D, N) ->
     receive
-        {route, From, To, El} -> routed_batch(State, deliver(State, From, To, El, D), N - 1)
+        {route, From, To, El} -> routed_batch(State, deliver(State, none, From, To, El, D), N - 1);
+        {route_kept, Key, From, To, El} -> routed_batch(State, deliver(State, Key, From, To, El, D), N - 1)
     after 0 ->
             D
     end.
@@ -224,47 +233,27 @@ send_stanza(State, El, D) ->
         _ -> output(throng_stanza:kind(El), none, throng_xml:to_iolist(El), D)
     end.
 
-%% A stanza to the client: counted, queued for XEP-0198 if enabled.
-output(Kind, _Item, Bytes, #d{sm = undefined} = D) ->
+%% A stanza to the client: counted, queued for XEP-0198 if enabled. Without
+%% XEP-0198 nothing will be acknowledged: a kept copy is forgotten once the
+%% stanza is written.
+output(Kind, Item, Bytes, #d{sm = undefined} = D) ->
     throng_metrics:stanza_out(Kind, Bytes),
+    throng_c2s_items:acked([Item]),
     throng_c2s_io:emit(Bytes, D);
 output(Kind, Item, Bytes, #d{sm = SM} = D) ->
     throng_metrics:stanza_out(Kind, Bytes),
     D1 = throng_c2s_io:emit(Bytes, D#d{sm = throng_stream_mgmt:sent(Item, SM)}),
     throng_c2s_sm:maybe_request(D1).
 
-queue_only(Item, #d{sm = SM} = D) ->
+%% A detached session queues what comes, durably for a message that was
+%% not kept yet (routed before the session was marked detached).
+queue_only(Item0, #d{sm = SM, jid = JID} = D) ->
+    [Item] = case Item0 of
+                 {kept, _, _} -> [Item0];
+                 _ -> throng_c2s_items:keep(JID, [Item0], self())
+             end,
     D1 = D#d{sm = throng_stream_mgmt:sent(Item, SM)},
     case throng_stream_mgmt:pending(D1#d.sm) > throng_config:get([stream_management, max_unacked]) of
         true -> self() ! resume_overflow, D1;
         false -> D1
     end.
-
--spec drain_mailbox(#jid{}) -> ok.
-drain_mailbox(JID) ->
-    receive
-        {route, From, To, El} -> reroute({From, To, El}, JID), drain_mailbox(JID)
-    after 0 -> ok
-    end.
-
--spec reroute(throng_session:item(), #jid{}) -> ok.
-reroute(Item, JID) ->
-    %% One failure (storage) must not drop the items after it.
-    try reroute_one(Item, JID)
-    catch
-        Class:Reason ->
-            logger:error(#{what => reroute_failed, jid => throng_jid:to_binary(JID),
-                           class => Class, reason => Reason}),
-            ok
-    end.
-
-reroute_one(none, _JID) -> ok;
-reroute_one({ext, Mod, Data}, JID) -> Mod:item_reroute(Data, JID);
-reroute_one({From, To, #xmlel{name = <<"message">>} = El}, _JID) -> throng_router:route(From, To, El);
-reroute_one({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
-    case throng_stanza:type(El) of
-        T when T =:= <<"get">>; T =:= <<"set">> ->
-            throng_router:bounce(From, To, El, 'service-unavailable');
-        _ -> ok
-    end;
-reroute_one({_From, _To, _Presence}, _JID) -> ok.

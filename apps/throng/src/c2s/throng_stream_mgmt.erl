@@ -9,7 +9,7 @@
 
 -include("throng.hrl").
 
--export([new/1, handled/1, sent/2, ack/2, unacked/1, pending/1, should_request/2,
+-export([new/1, handled/1, sent/2, ack/2, unacked/1, set_unacked/2, pending/1, should_request/2,
          requested/1, id/1, resumable/1, in_count/1, parse_id/1,
          enabled_el/3, a_el/1, r_el/0, resumed_el/2, failed_el/1]).
 
@@ -50,30 +50,40 @@ sent(Item, #sm{out = Out, queue = Q} = SM) ->
     N = (Out + 1) rem ?MOD32,
     SM#sm{out = N, queue = queue:in({N, Item}, Q)}.
 
-%% @doc The client acknowledged H stanzas. Drops them from the queue.
--spec ack(non_neg_integer(), state()) -> {ok, state()} | {error, too_high}.
+%% @doc The client acknowledged H stanzas. Drops them from the queue and
+%% returns them, oldest first.
+-spec ack(non_neg_integer(), state()) -> {ok, state(), [term()]} | {error, too_high}.
 ack(H, #sm{out = Out, acked = Acked, queue = Q} = SM) ->
     case unacked_count(Acked, Out) >= unacked_count(Acked, H) of
-        true -> {ok, SM#sm{acked = H, queue = drop(H, Acked, Q), requested = false}};
+        true ->
+            {Dropped, Q1} = drop(H, Acked, Q, []),
+            {ok, SM#sm{acked = H, queue = Q1, requested = false}, Dropped};
         false -> {error, too_high}
     end.
 
 unacked_count(From, To) -> (To - From + ?MOD32) rem ?MOD32.
 
-drop(H, Acked, Q) ->
+drop(H, Acked, Q, Dropped) ->
     case queue:peek(Q) of
-        {value, {N, _}} ->
+        {value, {N, Item}} ->
             case unacked_count(Acked, N) =< unacked_count(Acked, H) of
-                true -> drop(H, Acked, queue:drop(Q));
-                false -> Q
+                true -> drop(H, Acked, queue:drop(Q), [Item | Dropped]);
+                false -> {lists:reverse(Dropped), Q}
             end;
-        empty -> Q
+        empty -> {lists:reverse(Dropped), Q}
     end.
 
 %% @doc Items sent but not acknowledged, oldest first.
 -spec unacked(state()) -> [term()].
 unacked(#sm{queue = Q}) ->
     [Item || {_, Item} <- queue:to_list(Q)].
+
+%% @doc Replaces the unacknowledged items, one for one and in order (the
+%% same items, made durable).
+-spec set_unacked([term()], state()) -> state().
+set_unacked(Items, #sm{queue = Q} = SM) ->
+    Numbers = [N || {N, _} <- queue:to_list(Q)],
+    SM#sm{queue = queue:from_list(lists:zip(Numbers, Items))}.
 
 -spec pending(state()) -> non_neg_integer().
 pending(#sm{queue = Q}) ->

@@ -6,15 +6,23 @@
 %%
 %% Messages are stored serialized (the bytes that will be sent) to keep
 %% Mnesia's in-memory copy small; the delay stamp is spliced in at delivery.
-%% Delivered messages travel in the session's XEP-0198 queue as module items
-%% ({@link throng_session:item()}): one the client never acknowledged goes
-%% back to storage with its original timestamp.
+%% What a user may have stored is bounded in messages and in bytes, and the
+%% node's store as a whole in bytes (the embedded store keeps every message
+%% in memory as well as on disk).
+%%
+%% At delivery the messages are not deleted but moved into flight
+%% ({@link throng_storage:inflight_claim/3}) in one transaction, and travel
+%% in the session's XEP-0198 queue as kept items ({@link
+%% throng_session:item()}): one is forgotten when the client acknowledges
+%% it, goes back to storage with its original timestamp when the session
+%% ends without that, and is back in storage after a restart if the node
+%% was killed meanwhile.
 -module(throng_mod_offline).
 -behaviour(throng_ext).
 
 -include("throng.hrl").
 
--export([options/0, iq_handlers/0, hooks/0, disco_features/1, item_bytes/2, item_reroute/2]).
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, item_bytes/2]).
 -export([offline_message/2, initial_presence/2]).
 -export([count/1]).
 %% Hooks named in hooks/0, run through throng_hooks.
@@ -26,7 +34,17 @@
 options() ->
     #{max_messages => #{type => {int, 0, 10000000}, default => 1000,
                         doc => "Offline messages kept per user. A message beyond this is "
-                               "refused with a service-unavailable error to its sender."}}.
+                               "refused with a service-unavailable error to its sender."},
+      max_bytes => #{type => {int, 0, 1073741824}, default => 4194304,
+                     doc => "Bytes of offline messages (the stored stanzas) kept per user. "
+                            "A message that would go beyond is refused like one beyond "
+                            "max_messages."},
+      max_node_bytes => #{type => {int, 0, 1099511627776}, default => 1073741824,
+                          doc => "Bytes of offline messages the node keeps for all users "
+                                 "together (the embedded store holds them in memory too). "
+                                 "Beyond it every new offline message is refused; checked "
+                                 "before each store, so concurrent stores may pass it by a "
+                                 "few messages."}}.
 
 -spec iq_handlers() -> [].
 iq_handlers() ->
@@ -56,11 +74,14 @@ offline_message(_Acc, #{from := From, to := To, el := El}) ->
     end.
 
 %% @doc Hook: a session sent its initial presence; with a non-negative
-%% priority it gets the stored messages, oldest first.
+%% priority it gets the stored messages, oldest first, moved into flight to
+%% it (they stay durable until the client acknowledges them).
 -spec initial_presence([throng_session:item()], #{jid := #jid{}, priority := integer()}) ->
     ok | {ok, [throng_session:item()]}.
-initial_presence(Items, #{jid := JID, priority := Prio}) when Prio >= 0 ->
-    {ok, Items ++ [{ext, ?MODULE, M} || M <- pop(throng_jid:bare(JID))]};
+initial_presence(Items, #{jid := #jid{user = U, server = S}, priority := Prio}) when Prio >= 0 ->
+    Claimed = throng_storage:inflight_claim(U, S, self()),
+    throng_metrics:add(offline_delivered, length(Claimed)),
+    {ok, Items ++ [{kept, Key, {ext, ?MODULE, M}} || {Key, M} <- Claimed]};
 initial_presence(_Items, _Args) ->
     ok.
 
@@ -69,47 +90,29 @@ initial_presence(_Items, _Args) ->
 item_bytes(Msg, Host) ->
     {message, stamp(Msg, Host)}.
 
-%% @doc A delivered message the client did not acknowledge goes back.
--spec item_reroute(#offline_msg{}, #jid{}) -> ok.
-item_reroute(Msg, JID) ->
-    try restore(JID, Msg)
-    catch
-        error:{storage_failed, Why} ->
-            logger:error(#{what => offline_restore_failed, jid => throng_jid:to_binary(JID),
-                           from => Msg#offline_msg.from, reason => Why})
-    end.
-
-%% @doc Stores a message for the bare JID To. `{error, full}' when the user
-%% already has max_messages stored (the caller bounces it).
+%% @doc Stores a message for the bare JID To. `{error, full}' when it would
+%% take the user past max_messages or max_bytes, or the node past
+%% max_node_bytes (the caller bounces it).
 -spec store(#jid{}, #jid{}, #xmlel{}) -> ok | {error, full}.
 store(From, #jid{user = U, server = S} = To, El) ->
     FromBin = throng_jid:to_binary(From),
     Packet = throng_xml:to_binary(throng_stanza:set_from_to(El, FromBin, throng_jid:to_binary(To))),
     Msg = #offline_msg{timestamp = os:system_time(microsecond), from = FromBin, packet = Packet},
-    case throng_storage:offline_store(U, S, Msg, throng_ext:opt(S, ?MODULE, max_messages)) of
+    Opt = fun(Key) -> throng_ext:opt(S, ?MODULE, Key) end,
+    Result = case throng_storage:offline_bytes() + byte_size(Packet) > Opt(max_node_bytes) of
+                 true -> {error, full};
+                 false -> throng_storage:offline_store(U, S, Msg, {Opt(max_messages), Opt(max_bytes)})
+             end,
+    case Result of
         ok ->
             throng_metrics:incr(offline_stored),
             ok;
         {error, full} = Full ->
             throng_metrics:incr(offline_rejected),
-            logger:info(#{what => offline_store_full, user => U, server => S}),
+            logger:info(#{what => offline_store_full, user => U, server => S,
+                          bytes => byte_size(Packet)}),
             Full
     end.
-
-%% @doc Removes and returns a user's stored messages, oldest first.
--spec pop(#jid{}) -> [#offline_msg{}].
-pop(#jid{user = U, server = S}) ->
-    Msgs = throng_storage:offline_pop(U, S),
-    throng_metrics:add(offline_delivered, length(Msgs)),
-    Msgs.
-
-%% @doc Puts back a message that was popped for the user but never
-%% acknowledged by the client (its session ended). It is not subject to the
-%% per-user limit, since it had already been accepted.
--spec restore(#jid{}, #offline_msg{}) -> ok.
-restore(#jid{user = U, server = S}, Msg) ->
-    ok = throng_storage:offline_store(U, S, Msg, 16#FFFFFFFF),
-    throng_metrics:incr(offline_stored).
 
 %% @doc The bytes to send for a stored message: the stanza with a XEP-0203
 %% delay stamp from the server.

@@ -28,10 +28,33 @@ route(From, #jid{server = S} = To, El) ->
 is_local(Server) ->
     lists:member(Server, throng_config:get([hosts])).
 
-%% @doc Sends a stanza to a session process.
+%% @doc Sends a stanza to a session process. A message for a detached
+%% session is first kept durably ({@link throng_inflight}), here in the
+%% sender's process, so that the sender's acknowledgement covers it.
 -spec deliver(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
 deliver(Pid, From, To, El) ->
-    throng_session:route(Pid, From, To, El).
+    case throng_sm:is_detached(Pid) andalso throng_inflight:keepable(El) of
+        false -> throng_session:route(Pid, From, To, El);
+        true -> deliver_kept(Pid, From, To, El)
+    end.
+
+deliver_kept(Pid, From, To, El) ->
+    try throng_inflight:keep(To, Pid, [{From, To, El}]) of
+        [Key] ->
+            throng_session:route_kept(Pid, Key, From, To, El),
+            %% The session ended meanwhile (it unregisters before it reroutes
+            %% its mailbox): the message goes back to storage, not lost.
+            case is_process_alive(Pid) of
+                true -> ok;
+                false -> throng_inflight:return([Key])
+            end
+    catch
+        error:{storage_failed, Why} ->
+            %% Not kept: delivered as before, held in the session's memory.
+            logger:error(#{what => inflight_keep_failed, to => throng_jid:to_binary(To),
+                           reason => Why}),
+            throng_session:route(Pid, From, To, El)
+    end.
 
 %% @doc Answers a stanza with an error, unless it is an error itself (errors
 %% are never answered, so two entities cannot bounce forever).

@@ -11,7 +11,7 @@
 
 -include("throng.hrl").
 
--export([route/4, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/2, ext_timer/3]).
+-export([route/4, route_kept/5, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/2, ext_timer/3]).
 %% API of extension modules (docs/extensions.md), used by tests.
 -ignore_xref([{ext_message, 3}]).
 
@@ -23,15 +23,24 @@
 %% What session_info/2 gets.
 -type ctx() :: #{jid := #jid{}, last_in := integer()}.     %% last_in: monotonic seconds
 %% A stanza queued for the client (and kept for XEP-0198 until acknowledged):
-%% routed {From, To, Element}, a module's own item, or a stanza that is not
-%% re-sent (none).
--type item() :: {#jid{}, #jid{}, #xmlel{}} | {ext, module(), term()} | none.
+%% routed {From, To, Element}, a module's own item, a stanza that is not
+%% re-sent (none), or one of these also kept durably in flight
+%% ({@link throng_inflight}) under a storage key.
+-type item() :: {#jid{}, #jid{}, #xmlel{}} | {ext, module(), term()} | none
+              | {kept, throng_storage:inflight_key(), {#jid{}, #jid{}, #xmlel{}} | {ext, module(), term()}}.
 -export_type([action/0, ctx/0, item/0]).
 
 %% @doc Delivers a routed stanza to a session.
 -spec route(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
 route(Pid, From, To, El) ->
     Pid ! {route, From, To, El},
+    ok.
+
+%% @doc Delivers a routed message that is also kept durably in flight under
+%% Key (the session is detached; {@link throng_inflight}).
+-spec route_kept(pid(), throng_storage:inflight_key(), #jid{}, #jid{}, #xmlel{}) -> ok.
+route_kept(Pid, Key, From, To, El) ->
+    Pid ! {route_kept, Key, From, To, El},
     ok.
 
 %% @doc A roster change for the session's user; the session forwards it to

@@ -16,11 +16,14 @@
 
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
-         available/1, lookup/1, count/0, all/0, next/1]).
+         available/1, lookup/1, count/0, all/0, next/1, set_detached/2, is_detached/1]).
 %% Called by throng_table_owner (a table creator named in throng_sup).
 -ignore_xref([{init, 0}]).
 
 -define(TAB, throng_session).
+%% Sessions whose connection dropped and that wait for a XEP-0198
+%% resumption: only those, so an attached session costs nothing here.
+-define(DETACHED, throng_detached).
 
 %% prio: undefined while the resource is not available (no initial presence
 %% yet, or it sent unavailable). pres: the presence element, without from and
@@ -40,6 +43,8 @@
 init() ->
     ?TAB = ets:new(?TAB, [ordered_set, public, named_table, {keypos, #session.key},
                           {read_concurrency, true}, {write_concurrency, true}]),
+    ?DETACHED = ets:new(?DETACHED, [set, public, named_table,
+                                    {read_concurrency, true}, {write_concurrency, true}]),
     ok.
 
 %% @doc Registers the calling session for a full JID. When another process
@@ -131,3 +136,18 @@ next(Key) ->
             catch error:badarg -> none   %% ended meanwhile
             end
     end.
+
+%% @doc Marks the calling session as detached (its connection dropped and it
+%% waits for a resumption) or attached again. Messages routed to a detached
+%% session are kept durably by the router ({@link throng_inflight}).
+-spec set_detached(pid(), boolean()) -> ok.
+set_detached(Pid, true) ->
+    true = ets:insert(?DETACHED, {Pid}),
+    ok;
+set_detached(Pid, false) ->
+    true = ets:delete(?DETACHED, Pid),
+    ok.
+
+-spec is_detached(pid()) -> boolean().
+is_detached(Pid) ->
+    ets:member(?DETACHED, Pid).

@@ -45,7 +45,9 @@
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4]).
--export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0]).
+-export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0]).
+-export([inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
+         inflight_recover/1, inflight_count/0]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
@@ -59,8 +61,15 @@
 -type bucket() :: atom().
 %% The Reason of `error({storage_failed, Reason})'.
 -type failure() :: {aborted, term()} | {sync, term()}.
+%% A message in flight: the user, the node that holds the session, a number
+%% unique on that node.
+-type inflight_key() :: {{luser(), lserver()}, node(), pos_integer()}.
+%% How much one user may have stored: messages and bytes (of the stored
+%% stanzas), or no limit (messages that go back to storage).
+-type offline_limits() :: {MaxMessages :: non_neg_integer(), MaxBytes :: non_neg_integer()}
+                        | unlimited.
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0,
-              bucket/0, failure/0]).
+              bucket/0, failure/0, inflight_key/0, offline_limits/0]).
 
 %% Starts the database. Every failure is returned (never raised) as
 %% `{error, Text}', Text readable by an operator: the boot prints it.
@@ -85,8 +94,8 @@
 -callback roster_update(luser(), lserver(), contact(), roster_fun()) ->
     {ok, Old :: #roster_item{} | undefined, New :: #roster_item{} | undefined,
      Version :: non_neg_integer()}.
-%% Stores a message unless the user already has Max messages stored.
--callback offline_store(luser(), lserver(), #offline_msg{}, Max :: non_neg_integer()) ->
+%% Stores a message unless it would take the user past the limits.
+-callback offline_store(luser(), lserver(), #offline_msg{}, offline_limits()) ->
     ok | {error, full}.
 %% Removes and returns the user's stored messages, oldest first. When it
 %% raises, the messages are still stored.
@@ -102,6 +111,26 @@
 %% Messages held for every user together (statistics: read once a second, so
 %% it must be cheap, e.g. a table's size rather than a scan).
 -callback offline_total() -> non_neg_integer().
+%% The bytes of every stored message together (as cheap as offline_total).
+-callback offline_bytes() -> non_neg_integer().
+%% Messages in flight to a session (XEP-0198, docs/architecture.md "What
+%% survives kill -9"): kept durably from the moment they are taken from
+%% offline storage or routed to a detached session until the client
+%% acknowledges them. inflight_put keeps messages for the user's session
+%% Owner (durable when it returns); inflight_delete forgets acknowledged ones
+%% (not waited on: a lost delete means a message delivered twice);
+%% inflight_claim moves every stored offline message of the user into flight
+%% in one transaction, oldest first; inflight_return moves messages back to
+%% offline storage in one transaction (outside the limits); inflight_recover
+%% moves back this node's rows, all of them (start-up: no session outlives
+%% its node) or those whose owner is no longer alive, returning how many.
+-callback inflight_put(luser(), lserver(), Owner :: pid(), [#offline_msg{}]) -> [inflight_key()].
+-callback inflight_delete([inflight_key()]) -> ok.
+-callback inflight_claim(luser(), lserver(), Owner :: pid()) -> [{inflight_key(), #offline_msg{}}].
+-callback inflight_return([inflight_key()]) -> ok.
+-callback inflight_recover(all | orphans) -> non_neg_integer().
+%% Rows in flight on the node (statistics, tests).
+-callback inflight_count() -> non_neg_integer().
 
 -define(BACKEND_KEY, {?MODULE, backend}).
 
@@ -153,7 +182,7 @@ roster_get_item(U, S, C) -> (backend()):roster_get_item(U, S, C).
     {ok, #roster_item{} | undefined, #roster_item{} | undefined, non_neg_integer()}.
 roster_update(U, S, C, F) -> (backend()):roster_update(U, S, C, F).
 
--spec offline_store(luser(), lserver(), #offline_msg{}, non_neg_integer()) -> ok | {error, full}.
+-spec offline_store(luser(), lserver(), #offline_msg{}, offline_limits()) -> ok | {error, full}.
 offline_store(U, S, M, Max) -> (backend()):offline_store(U, S, M, Max).
 
 -spec offline_pop(luser(), lserver()) -> [#offline_msg{}].
@@ -182,3 +211,35 @@ kv_delete(B, K) -> (backend()):kv_delete(B, K).
 kv_keys(B) -> (backend()):kv_keys(B).
 -spec offline_total() -> non_neg_integer().
 offline_total() -> (backend()):offline_total().
+
+-spec offline_bytes() -> non_neg_integer().
+offline_bytes() -> (backend()):offline_bytes().
+
+%%% Messages in flight to sessions
+
+%% @doc Keeps messages in flight to Owner, a session of the user; durable
+%% when it returns.
+-spec inflight_put(luser(), lserver(), pid(), [#offline_msg{}]) -> [inflight_key()].
+inflight_put(U, S, Owner, Msgs) -> (backend()):inflight_put(U, S, Owner, Msgs).
+
+%% @doc Forgets messages the client acknowledged.
+-spec inflight_delete([inflight_key()]) -> ok.
+inflight_delete([]) -> ok;
+inflight_delete(Keys) -> (backend()):inflight_delete(Keys).
+
+%% @doc Moves the user's offline messages into flight to Owner, oldest first.
+-spec inflight_claim(luser(), lserver(), pid()) -> [{inflight_key(), #offline_msg{}}].
+inflight_claim(U, S, Owner) -> (backend()):inflight_claim(U, S, Owner).
+
+%% @doc Moves messages in flight back to offline storage.
+-spec inflight_return([inflight_key()]) -> ok.
+inflight_return([]) -> ok;
+inflight_return(Keys) -> (backend()):inflight_return(Keys).
+
+%% @doc Moves this node's messages in flight back to offline storage: all,
+%% or those whose session is gone. Returns how many.
+-spec inflight_recover(all | orphans) -> non_neg_integer().
+inflight_recover(Which) -> (backend()):inflight_recover(Which).
+
+-spec inflight_count() -> non_neg_integer().
+inflight_count() -> (backend()):inflight_count().

@@ -16,7 +16,9 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4,
-         offline_store/4, offline_pop/2, offline_count/2, offline_total/0,
+         offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0,
+         inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
+         inflight_recover/1, inflight_count/0,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -24,15 +26,24 @@
 -record(throng_roster_ver, {us :: {binary(), binary()}, version :: non_neg_integer()}).
 -record(throng_offline, {us :: {binary(), binary()}, msg :: #offline_msg{}}).
 -record(throng_kv, {key :: {atom(), term()}, value :: term()}).
+%% A message in flight to a session (XEP-0198): taken from offline storage
+%% or routed to a detached session, kept until the client acknowledges it.
+%% Keyed by the user first (ordered_set: a user's rows are one range), the
+%% node (a node recovers only its own rows) and a number unique on the node.
+-record(throng_inflight, {key :: throng_storage:inflight_key(),
+                          owner :: pid(),
+                          msg :: #offline_msg{}}).
 
 -define(TABLES,
         [{throng_account, set, record_info(fields, throng_account)},
          {throng_roster, bag, record_info(fields, throng_roster)},
          {throng_roster_ver, set, record_info(fields, throng_roster_ver)},
          {throng_offline, bag, record_info(fields, throng_offline)},
-         {throng_kv, set, record_info(fields, throng_kv)}]).
+         {throng_kv, set, record_info(fields, throng_kv)},
+         {throng_inflight, ordered_set, record_info(fields, throng_inflight)}]).
 
 -define(LOAD_TIMEOUT_MS, 600000).
+-define(BYTES_KEY, {?MODULE, offline_bytes}).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
@@ -53,7 +64,9 @@ init() ->
         start_mnesia(Dir),
         check_owner(Dir),
         lists:foreach(fun create_table/1, ?TABLES),
-        wait_for_tables()
+        wait_for_tables(),
+        count_offline_bytes(),
+        recover_at_boot()
     catch
         throw:{storage_init, Text} ->
             _ = application:stop(mnesia),
@@ -161,9 +174,14 @@ tx(F) ->
 %% Undo runs on the result when the commit could not be made durable, before
 %% the failure is raised.
 tx(F, Undo) ->
+    tx(F, Undo, fun throng_mnesia_sync:sync/0).
+
+%% Sync fsyncs the log: throng_mnesia_sync, which groups the writers of the
+%% same moment, or (at start-up, before it runs) Mnesia directly.
+tx(F, Undo, Sync) ->
     case mnesia:sync_transaction(F) of
         {atomic, Result} ->
-            case throng_mnesia_sync:sync() of
+            case Sync() of
                 ok -> Result;
                 {error, Why} ->
                     Undo(Result),
@@ -216,15 +234,20 @@ get_credentials(U, S) ->
 
 -spec remove_account(binary(), binary()) -> ok | {error, not_found}.
 remove_account(U, S) ->
-    tx(fun() ->
-               case mnesia:read(throng_account, {U, S}, write) of
-                   [] -> {error, not_found};
-                   [_] ->
-                       [mnesia:delete({T, {U, S}})
-                        || T <- [throng_account, throng_roster, throng_roster_ver, throng_offline]],
-                       ok
-               end
-       end).
+    US = {U, S},
+    tx_counted(fun() ->
+                       case mnesia:read(throng_account, US, write) of
+                           [] -> {{error, not_found}, 0};
+                           [_] ->
+                               Bytes = rows_bytes(mnesia:read(throng_offline, US, write)),
+                               [mnesia:delete({T, US})
+                                || T <- [throng_account, throng_roster, throng_roster_ver,
+                                         throng_offline]],
+                               [mnesia:delete({throng_inflight, K})
+                                || K <- mnesia:select(throng_inflight, user_keys(US), write)],
+                               {ok, -Bytes}
+                       end
+               end).
 
 -spec account_exists(binary(), binary()) -> boolean().
 account_exists(U, S) ->
@@ -322,15 +345,33 @@ roster_version(U, S) ->
 
 %%% Offline messages
 
--spec offline_store(binary(), binary(), #offline_msg{}, non_neg_integer()) -> ok | {error, full}.
-offline_store(U, S, Msg, Max) ->
+%% A write that changes how many bytes offline storage holds: F returns
+%% {Result, Delta}. The count follows the commit, also when the sync after
+%% it fails (the change is then in memory, as the failure says).
+tx_counted(F) ->
+    tx_counted(F, fun throng_mnesia_sync:sync/0).
+
+tx_counted(F, Sync) ->
+    {Result, Delta} = tx(F, fun({_, D}) -> add_bytes(D) end, Sync),
+    add_bytes(Delta),
+    Result.
+
+-spec offline_store(binary(), binary(), #offline_msg{}, throng_storage:offline_limits()) ->
+    ok | {error, full}.
+offline_store(U, S, Msg, Limits) ->
     US = {U, S},
-    tx(fun() ->
-               case length(mnesia:read(throng_offline, US, write)) of
-                   N when N >= Max -> {error, full};
-                   _ -> mnesia:write(#throng_offline{us = US, msg = Msg})
-               end
-       end).
+    Size = msg_bytes(Msg),
+    tx_counted(fun() ->
+                       case within(Limits, Size, mnesia:read(throng_offline, US, write)) of
+                           false -> {{error, full}, 0};
+                           true -> {mnesia:write(#throng_offline{us = US, msg = Msg}), Size}
+                       end
+               end).
+
+within(unlimited, _Size, _Rows) ->
+    true;
+within({MaxMessages, MaxBytes}, Size, Rows) ->
+    length(Rows) < MaxMessages andalso rows_bytes(Rows) + Size =< MaxBytes.
 
 %% When the removal cannot be made durable the messages are written back
 %% before the failure is raised, so that they stay stored for the next try.
@@ -346,8 +387,12 @@ offline_pop(U, S) ->
                               R
                       end,
                       fun put_back/1),
-            lists:keysort(#offline_msg.timestamp, [M || #throng_offline{msg = M} <- Rows])
+            add_bytes(-rows_bytes(Rows)),
+            sorted([M || #throng_offline{msg = M} <- Rows])
     end.
+
+sorted(Msgs) ->
+    lists:keysort(#offline_msg.timestamp, Msgs).
 
 put_back(Rows) ->
     case mnesia:sync_transaction(fun() -> lists:foreach(fun mnesia:write/1, Rows) end) of
@@ -360,6 +405,129 @@ put_back(Rows) ->
 -spec offline_count(binary(), binary()) -> non_neg_integer().
 offline_count(U, S) ->
     length(dirty_read(throng_offline, {U, S})).
+
+%% @doc The size of the offline table: one row per message (a bag), read in
+%% constant time.
+-spec offline_total() -> non_neg_integer().
+offline_total() ->
+    mnesia:table_info(throng_offline, size).
+
+%% @doc The bytes of every stored message together: a counter kept with
+%% every write (counted from the table at start-up).
+-spec offline_bytes() -> non_neg_integer().
+offline_bytes() ->
+    atomics:get(persistent_term:get(?BYTES_KEY), 1).
+
+count_offline_bytes() ->
+    Ref = atomics:new(1, [{signed, true}]),
+    Sizes = mnesia:dirty_select(throng_offline,
+                                [{#throng_offline{msg = #offline_msg{packet = '$1', _ = '_'}, _ = '_'},
+                                  [], [{byte_size, '$1'}]}]),
+    atomics:put(Ref, 1, lists:sum(Sizes)),
+    persistent_term:put(?BYTES_KEY, Ref).
+
+add_bytes(0) -> ok;
+add_bytes(N) -> atomics:add(persistent_term:get(?BYTES_KEY), 1, N).
+
+msg_bytes(#offline_msg{packet = P}) -> byte_size(P).
+
+rows_bytes(Rows) ->
+    lists:sum([msg_bytes(M) || #throng_offline{msg = M} <- Rows]).
+
+%%% Messages in flight to sessions (XEP-0198)
+%%
+%% A row lives from the moment a message is taken from offline storage for
+%% a session, or routed to a detached session, until the client
+%% acknowledges it (inflight_delete) or it goes back to offline storage
+%% (inflight_return, and for every row at start-up: no session outlives its
+%% node). Deletes are not waited on: a delete lost in a crash only makes a
+%% message delivered twice.
+
+user_keys(US) ->
+    [{#throng_inflight{key = {US, '_', '_'}, _ = '_'}, [], [{element, #throng_inflight.key, '$_'}]}].
+
+new_key(US) ->
+    {US, node(), erlang:unique_integer([positive])}.
+
+-spec inflight_put(binary(), binary(), pid(), [#offline_msg{}]) -> [throng_storage:inflight_key()].
+inflight_put(U, S, Owner, Msgs) ->
+    Rows = [#throng_inflight{key = new_key({U, S}), owner = Owner, msg = M} || M <- Msgs],
+    tx(fun() -> lists:foreach(fun mnesia:write/1, Rows) end),
+    [K || #throng_inflight{key = K} <- Rows].
+
+-spec inflight_delete([throng_storage:inflight_key()]) -> ok.
+inflight_delete(Keys) ->
+    try lists:foreach(fun(K) -> mnesia:dirty_delete(throng_inflight, K) end, Keys)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+%% Offline messages become in flight in one transaction, oldest first.
+-spec inflight_claim(binary(), binary(), pid()) -> [{throng_storage:inflight_key(), #offline_msg{}}].
+inflight_claim(U, S, Owner) ->
+    US = {U, S},
+    case dirty_read(throng_offline, US) of
+        [] -> [];
+        _ ->
+            Claimed = tx_counted(
+                        fun() ->
+                                Msgs = sorted([M || #throng_offline{msg = M}
+                                                        <- mnesia:read(throng_offline, US, write)]),
+                                mnesia:delete({throng_offline, US}),
+                                Rows = [#throng_inflight{key = new_key(US), owner = Owner, msg = M}
+                                        || M <- Msgs],
+                                lists:foreach(fun mnesia:write/1, Rows),
+                                {Rows, -lists:sum([msg_bytes(M) || M <- Msgs])}
+                        end),
+            [{K, M} || #throng_inflight{key = K, msg = M} <- Claimed]
+    end.
+
+%% In flight back to offline storage, in one transaction, outside the
+%% user's limits (these messages had been accepted).
+-spec inflight_return([throng_storage:inflight_key()]) -> ok.
+inflight_return(Keys) ->
+    return_keys(Keys, fun throng_mnesia_sync:sync/0).
+
+return_keys(Keys, Sync) ->
+    tx_counted(fun() ->
+                       Rows = lists:append([mnesia:read(throng_inflight, K, write) || K <- Keys]),
+                       {ok, lists:sum([to_offline(R) || R <- Rows])}
+               end, Sync).
+
+to_offline(#throng_inflight{key = {US, _, _} = K, msg = M}) ->
+    mnesia:delete({throng_inflight, K}),
+    mnesia:write(#throng_offline{us = US, msg = M}),
+    msg_bytes(M).
+
+%% This node's rows go back to offline storage: every one (at start-up), or
+%% those whose session process is gone (orphans). Returns how many.
+-spec inflight_recover(all | orphans) -> non_neg_integer().
+inflight_recover(Which) ->
+    recover(Which, fun throng_mnesia_sync:sync/0).
+
+recover(Which, Sync) ->
+    Node = node(),
+    Keys = mnesia:dirty_select(throng_inflight,
+                               [{#throng_inflight{key = '$1', owner = '$2', _ = '_'},
+                                 [{'=:=', {element, 2, '$1'}, {const, Node}}], [{{'$1', '$2'}}]}]),
+    Lost = [K || {K, Owner} <- Keys, Which =:= all orelse not is_process_alive(Owner)],
+    lists:foreach(fun(Batch) -> return_keys(Batch, Sync) end, batches(Lost)),
+    length(Lost).
+
+batches([]) -> [];
+batches(L) ->
+    {B, Rest} = split(?BULK_BATCH, L),
+    [B | batches(Rest)].
+
+-spec inflight_count() -> non_neg_integer().
+inflight_count() ->
+    mnesia:table_info(throng_inflight, size).
+
+recover_at_boot() ->
+    case recover(all, fun mnesia:sync_log/0) of
+        0 -> ok;
+        N -> logger:notice(#{what => inflight_recovered, messages => N,
+                             text => "unacknowledged messages of the last run are offline again"})
+    end.
 
 %%% Key-value store of extension modules
 
@@ -383,8 +551,3 @@ kv_delete(Bucket, Key) when is_atom(Bucket) ->
 kv_keys(Bucket) when is_atom(Bucket) ->
     dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
 
-%% @doc The size of the offline table: one row per message (a bag), read in
-%% constant time.
--spec offline_total() -> non_neg_integer().
-offline_total() ->
-    mnesia:table_info(throng_offline, size).
