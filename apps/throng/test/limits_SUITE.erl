@@ -26,7 +26,14 @@ init_per_testcase(TC, Config) ->
             shaper_slows_flood_without_loss ->
                 #{listener => #{shaper_rate => 20000, shaper_burst => 4000}};
             max_connections_queues -> #{listener => #{max_connections => 2}};
-            slow_reader_is_cut_off -> #{listener => #{send_timeout => 1, shaper_rate => infinity}};
+            slow_reader_is_cut_off ->
+                %% Room offline for the whole flood (24 MB): bounces of what
+                %% did not fit would go back to the sender, who reads them
+                %% under the same one-second send_timeout.
+                #{listener => #{send_timeout => 1, shaper_rate => infinity},
+                  modules => maps:merge(throng_config_spec:default_modules(),
+                                        #{ping => #{interval => 0},
+                                          offline => #{max_bytes => 64000000}})};
             _ -> #{listener => #{max_stanza_size => 10000, max_depth => 8}}
         end,
     throng_ct:start(Config, Overrides),

@@ -10,7 +10,7 @@
 -export([connect/1, connect/2, send/2, send_raw/2, recv/1, recv/2, recv_stanza/1,
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
          auth_plain/3, auth_scram/4, bind/2, login/3, login/4, close/1, abort/1, closed/2,
-         pause/1,
+         pause/1, trickle/3,
          iq/3, iq/4, presence/1, message/3, jid/1, flush/1, port/0]).
 
 -record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
@@ -255,6 +255,14 @@ pause(#c{pid = Pid}) ->
     Pid ! pause,
     ok.
 
+%% @doc From now on the client reads slowly and steadily: at most about
+%% Bytes every Ms milliseconds (its receive buffer is made that small), and
+%% throws the data away.
+-spec trickle(client(), pos_integer(), pos_integer()) -> ok.
+trickle(#c{pid = Pid}, Bytes, Ms) ->
+    Pid ! {trickle, Bytes, Ms},
+    ok.
+
 %% @doc Closes the TCP connection without closing the stream.
 -spec abort(client()) -> ok.
 abort(#c{pid = Pid}) ->
@@ -282,7 +290,9 @@ closed(C, Timeout, Cond) ->
 
 conn_init(Owner, Port, Opts) ->
     IP = maps:get(ip, Opts, {127, 0, 0, 1}),
-    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true}], ?TIMEOUT) of
+    %% recbuf: a small receive window from the start (a slow reader).
+    Extra = [{recbuf, B} || B <- [maps:get(recbuf, Opts, undefined)], B =/= undefined],
+    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true} | Extra], ?TIMEOUT) of
         {ok, S} ->
             Owner ! {xmpp, self(), connected},
             conn_loop(#{owner => Owner, sock => {tcp, S}, tcp => S,
@@ -312,6 +322,9 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
         pause ->
             inet:setopts(T, [{active, false}]),
             receive close -> gen_tcp:close(T); abort -> gen_tcp:close(T) end;
+        {trickle, Bytes, Ms} ->
+            inet:setopts(T, [{active, false}, {recbuf, Bytes}, {buffer, Bytes}]),
+            trickle_loop(Owner, T, Ms);
         {tcp, T, Data} ->
             case decode(Sock, Data) of
                 {ok, Plain} ->
@@ -327,6 +340,18 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
             Owner ! {xmpp, self(), closed};
         {tcp_error, T, _} ->
             Owner ! {xmpp, self(), closed}
+    end.
+
+trickle_loop(Owner, T, Ms) ->
+    receive
+        close -> gen_tcp:close(T);
+        abort -> gen_tcp:close(T)
+    after Ms ->
+            case gen_tcp:recv(T, 0, 0) of
+                {ok, _} -> trickle_loop(Owner, T, Ms);
+                {error, timeout} -> trickle_loop(Owner, T, Ms);
+                {error, _} -> Owner ! {xmpp, self(), closed}
+            end
     end.
 
 event({stanza, El}) -> El;

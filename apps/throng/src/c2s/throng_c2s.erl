@@ -246,10 +246,31 @@ done(State, D) ->
 send_out(State, D0) ->
     throng_metrics:check_queue(),
     case throng_c2s_io:flush(D0) of
+        {ok, D} when State =:= session ->
+            check_backlog(D);
         {ok, D} ->
             {next_state, State, D, throng_c2s_io:shaper_action(D)};
         {error, _} ->
             closed(State, D0#d{out = []})
+    end.
+
+%% A client that reads slower than stanzas come for it (but not so slow
+%% that a write times out) would make its session hold more and more: past
+%% max_queued_stanzas or max_queued_bytes the connection is closed, and what
+%% the session held goes where it would have gone without it (offline
+%% storage, with the unacknowledged stanzas of XEP-0198). No stream error:
+%% the client is not reading, and a write would only wait.
+check_backlog(#d{lref = LRef} = D) ->
+    {Stanzas, Bytes} = throng_c2s_io:backlog(D),
+    case Stanzas > throng_c2s_io:lopt(LRef, max_queued_stanzas)
+        orelse Bytes > throng_c2s_io:lopt(LRef, max_queued_bytes) of
+        false ->
+            {next_state, session, D, throng_c2s_io:shaper_action(D)};
+        true ->
+            throng_metrics:incr(slow_readers_closed),
+            logger:warning(#{what => slow_reader_closed, jid => throng_c2s_io:jid_text(D),
+                             queued_stanzas => Stanzas, queued_bytes => Bytes}),
+            {stop, {shutdown, slow_reader}, D}
     end.
 
 %%% XML events by state

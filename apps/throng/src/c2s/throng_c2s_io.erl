@@ -9,7 +9,8 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1]).
+-export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
+         backlog/1]).
 
 -spec opts(throng_listener:ref()) -> throng_listener:info().
 opts(LRef) -> throng_listener:info(LRef).
@@ -99,6 +100,24 @@ flush(#d{out = Out, sock = Sock} = D) ->
     case throng_transport:send(Sock, Out) of
         ok -> {ok, D#d{out = []}};
         {error, _} = E -> E
+    end.
+
+%% @doc What waits for this client in the session's mailbox: the stanzas
+%% routed to it and not yet taken, and their bytes (the process's memory
+%% beyond its heap: the mailbox is kept off the heap). Binaries larger than
+%% 64 bytes (message bodies) are shared with their sender, not copied, and
+%% not in that count: the stanza count bounds them. The socket's own queue
+%% needs no bound here: a write blocks while it holds more than the inet
+%% driver's high watermark, so it never holds more than that and one write.
+%% {0, 0} without looking further when the mailbox is empty (the cheap,
+%% usual case).
+-spec backlog(data()) -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer()}.
+backlog(_D) ->
+    case process_info(self(), message_queue_len) of
+        {message_queue_len, 0} -> {0, 0};
+        {message_queue_len, Len} ->
+            [{memory, Mem}, {total_heap_size, Heap}] = process_info(self(), [memory, total_heap_size]),
+            {Len, max(0, Mem - Heap * erlang:system_info(wordsize))}
     end.
 
 -spec send_now(data(), iodata()) -> ok.

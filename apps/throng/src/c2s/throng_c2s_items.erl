@@ -49,8 +49,17 @@ wrap([I | Items], Kept) -> [I | wrap(Items, Kept)].
 %% it would have gone without this session (another resource, offline
 %% storage, an error to its sender). Kept copies are returned to offline
 %% storage or, once routed again, forgotten.
+%% The writes (offline storage) are made durable together, with one sync.
 -spec reroute([throng_session:item()], #jid{}) -> ok.
 reroute(Items, JID) ->
+    try throng_storage:batch(fun() -> reroute_all(Items, JID) end)
+    catch
+        error:{storage_failed, Why} ->
+            logger:error(#{what => reroute_sync_failed, jid => throng_jid:to_binary(JID),
+                           items => length(Items), reason => Why})
+    end.
+
+reroute_all(Items, JID) ->
     lists:foreach(fun(Item) -> reroute_one(Item, JID) end, Items),
     throng_inflight:return([Key || {kept, Key, {ext, _, _}} <- Items]),
     throng_inflight:forget([Key || {kept, Key, {_, _, _}} <- Items]).
@@ -85,8 +94,11 @@ route_again({_From, _To, _Presence}, _JID) -> ok.
 %% @doc Stanzas still in the mailbox of an ending session are routed again.
 -spec drain_mailbox(#jid{}) -> ok.
 drain_mailbox(JID) ->
+    reroute(mailbox([]), JID).
+
+mailbox(Acc) ->
     receive
-        {route, From, To, El} -> reroute([{From, To, El}], JID), drain_mailbox(JID);
-        {route_kept, Key, From, To, El} -> reroute([{kept, Key, {From, To, El}}], JID), drain_mailbox(JID)
-    after 0 -> ok
+        {route, From, To, El} -> mailbox([{From, To, El} | Acc]);
+        {route_kept, Key, From, To, El} -> mailbox([{kept, Key, {From, To, El}} | Acc])
+    after 0 -> lists:reverse(Acc)
     end.

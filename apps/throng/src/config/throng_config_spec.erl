@@ -149,6 +149,12 @@ listener_spec() ->
                               "buffer). The driver keeps a partly used buffer allocated, so "
                               "this is also memory each idle connection holds; larger reads "
                               "cost fewer system calls for big stanzas."},
+      send_buffer => #{type => {int, 0, 67108864}, default => 0,
+                       doc => "The kernel's send buffer of each connection (SO_SNDBUF), in "
+                              "bytes. 0: the kernel's default, grown by its autotuning up "
+                              "to net.ipv4.tcp_wmem's maximum. A smaller buffer holds less "
+                              "kernel memory per slow client and makes a slow reader show "
+                              "sooner in max_queued_stanzas / max_queued_bytes."},
       active_n => #{type => {int, 1, 10000}, default => 100,
                     doc => "Reads the inet driver delivers before the connection "
                            "process re-arms the socket ({active, N}). 1 is active-once "
@@ -176,6 +182,17 @@ listener_spec() ->
                         doc => "Seconds a write to a client may block (client not reading). "
                                "Then the connection is closed and undelivered messages are "
                                "re-routed or stored offline."},
+      max_queued_stanzas => #{type => {int, 64, 10000000}, default => 5000,
+                              doc => "Stanzas routed to one client's session that may wait to "
+                                     "be written. A client that reads too slowly to keep "
+                                     "below it (though fast enough for send_timeout) is "
+                                     "disconnected; what its session held is re-routed or "
+                                     "stored offline."},
+      max_queued_bytes => #{type => {int, 65536, 1073741824}, default => 4194304,
+                            doc => "Bytes of the stanzas that may wait for one client (their "
+                                   "own memory; message bodies over 64 bytes are shared with "
+                                   "the sender and bounded by max_queued_stanzas). Past it, "
+                                   "as past max_queued_stanzas."},
       hibernate_after => #{type => {int, 0, 3600000}, default => 0,
                            doc => "Milliseconds of inactivity after which a connection "
                                   "process hibernates (a full garbage collection that "

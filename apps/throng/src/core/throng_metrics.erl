@@ -68,7 +68,10 @@ metrics() ->
        by_kind("bytes_in_")),
      m(stanza_bytes_out, counter, "bytes",
        "Bytes of the stanzas written to clients, by kind (serialized, before TLS).",
-       by_kind("bytes_out_"))].
+       by_kind("bytes_out_")),
+     m(slow_readers_closed, counter, "connections",
+       "Connections closed because more than max_queued_bytes waited for a client that "
+       "reads too slowly.")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

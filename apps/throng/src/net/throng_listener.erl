@@ -39,13 +39,15 @@ connections(Ref) ->
 
 -spec init({ref(), map(), module(), module()}) -> {ok, ref()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
-             max_connections := Max, recv_buffer := Buffer} = Opts, Transport, Protocol}) ->
+             max_connections := Max, recv_buffer := Buffer, send_buffer := SndBuf} = Opts,
+      Transport, Protocol}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
     SockOpts = Family ++
         [binary, {packet, raw}, {active, false}, {reuseaddr, true}, {ip, IP},
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
-         {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}],
+         {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}]
+        ++ [{sndbuf, SndBuf} || SndBuf > 0],
     case throng_transport:listen(Transport, Port, SockOpts) of
         {ok, LSock} ->
             Count = case persistent_term:get({?MODULE, Ref}, undefined) of

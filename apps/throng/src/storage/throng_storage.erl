@@ -46,6 +46,7 @@
          account_exists/2, count_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4]).
 -export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0]).
+-export([batch/1]).
 -export([inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
@@ -129,6 +130,11 @@
 -callback inflight_claim(luser(), lserver(), Owner :: pid()) -> [{inflight_key(), #offline_msg{}}].
 -callback inflight_return([inflight_key()]) -> ok.
 -callback inflight_recover(all | orphans) -> non_neg_integer().
+%% Runs the function; its writes become durable together at its end (one
+%% fsync for many writes). A write inside returns before it is durable;
+%% batch/1 raises storage_failed when the end of the batch could not make
+%% them durable.
+-callback batch(fun(() -> Result)) -> Result.
 %% Rows in flight on the node (statistics, tests).
 -callback inflight_count() -> non_neg_integer().
 
@@ -243,3 +249,9 @@ inflight_recover(Which) -> (backend()):inflight_recover(Which).
 
 -spec inflight_count() -> non_neg_integer().
 inflight_count() -> (backend()):inflight_count().
+
+%% @doc Runs F with its writes made durable together, by one sync at its
+%% end: many writes of one process (a session re-routing its queue as it
+%% ends) cost one fsync instead of one each.
+-spec batch(fun(() -> Result)) -> Result.
+batch(F) -> (backend()):batch(F).

@@ -18,7 +18,7 @@
          roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
-         inflight_recover/1, inflight_count/0,
+         inflight_recover/1, inflight_count/0, batch/1,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -177,11 +177,13 @@ tx(F, Undo) ->
     tx(F, Undo, fun throng_mnesia_sync:sync/0).
 
 %% Sync fsyncs the log: throng_mnesia_sync, which groups the writers of the
-%% same moment, or (at start-up, before it runs) Mnesia directly.
+%% same moment, or (at start-up, before it runs) Mnesia directly. Inside
+%% batch/1 the fsync waits for the end of the batch.
 tx(F, Undo, Sync) ->
     case mnesia:sync_transaction(F) of
         {atomic, Result} ->
-            case Sync() of
+            case in_batch() orelse Sync() of
+                true -> Result;
                 ok -> Result;
                 {error, Why} ->
                     Undo(Result),
@@ -189,6 +191,29 @@ tx(F, Undo, Sync) ->
             end;
         {aborted, Why} ->
             failed({aborted, Why})
+    end.
+
+-define(BATCH, {?MODULE, batch}).
+
+in_batch() ->
+    get(?BATCH) =:= true.
+
+%% @doc Runs F, whose writes are made durable together by one fsync at its
+%% end (a session that ends re-routes its whole queue this way).
+-spec batch(fun(() -> Result)) -> Result.
+batch(F) ->
+    case in_batch() of
+        true -> F();
+        false ->
+            put(?BATCH, true),
+            try F()
+            after
+                erase(?BATCH),
+                case throng_mnesia_sync:sync() of
+                    ok -> ok;
+                    {error, Why} -> failed({sync, Why})
+                end
+            end
     end.
 
 dirty_read(Tab, Key) ->

@@ -1,0 +1,103 @@
+%% @doc What may wait for one client is bounded (listener options
+%% max_queued_stanzas and max_queued_bytes), and nothing is lost when a
+%% bound closes a connection: a client that reads slowly but steadily —
+%% never slow enough for send_timeout — has its connection closed once more
+%% than the bound waits for it, and the messages its session held go to
+%% offline storage (all of them with XEP-0198: the client acknowledged
+%% none). A client that reads keeps its connection.
+-module(queues_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+-include("throng.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(C, throng_test_client).
+-define(N, 300).
+
+all() ->
+    [slow_steady_reader_is_cut_off_without_loss, many_small_stanzas_hit_the_byte_bound,
+     reader_that_keeps_up_stays].
+
+init_per_testcase(TC, Config) ->
+    Bound = case TC of
+                many_small_stanzas_hit_the_byte_bound -> #{max_queued_bytes => 65536};
+                _ -> #{max_queued_stanzas => 100}
+            end,
+    %% Small kernel buffers on both sides, so that what waits for a slow
+    %% reader waits in the server, not in the kernel.
+    Modules = maps:merge(throng_config_spec:default_modules(),
+                         #{ping => #{interval => 0}, offline => #{max_messages => 10000}}),
+    throng_ct:start(Config, #{listener => Bound#{shaper_rate => infinity, send_buffer => 16384},
+                              modules => Modules}),
+    [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>]],
+    Config.
+
+end_per_testcase(_TC, _Config) ->
+    throng_ct:stop().
+
+login(User) -> ?C:login(User, <<"password">>, <<"r">>).
+
+bob() -> #jid{user = <<"bob">>, server = <<"localhost">>}.
+
+flood(A, N) ->
+    flood(A, N, 10000).
+
+flood(A, N, Size) ->
+    Body = binary:copy(<<"w">>, Size),
+    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, Body)) || _ <- lists:seq(1, N)].
+
+%% Bob (XEP-0198, never acknowledging) reads 4 KB every 50 ms while 3 MB
+%% come for him: past 100 waiting stanzas his connection is closed, and
+%% every message is stored.
+slow_steady_reader_is_cut_off_without_loss(_) ->
+    slow_reader(?N, 10000).
+
+%% The same with 2,000 short messages and a byte bound of 64 KB (the
+%% stanza bound, 5,000 by default, is not reached).
+many_small_stanzas_hit_the_byte_bound(_) ->
+    slow_reader(2000, 40).
+
+slow_reader(N, Size) ->
+    B = ?C:login(<<"bob">>, <<"password">>, <<"r">>, #{recbuf => 4096}),
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
+    #xmlel{name = <<"enabled">>} = ?C:recv_stanza(B),
+    ?C:send(B, ?C:presence([])),
+    ?C:flush(B),
+    ?C:trickle(B, 4096, 50),
+    Before = throng_metrics:value(slow_readers_closed),
+    A = login(<<"alice">>),
+    flood(A, N, Size),
+    wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 60000),
+    ?assertEqual(Before + 1, throng_metrics:value(slow_readers_closed)),
+    wait_until(fun() -> throng_mod_offline:count(bob()) =:= N end, 10000),
+    %% The sender is unaffected.
+    R = ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
+
+%% A client that reads what comes keeps its connection through the same
+%% flood.
+reader_that_keeps_up_stays(_) ->
+    B = login(<<"bob">>),
+    ?C:send(B, ?C:presence([])),
+    ?C:flush(B),
+    A = login(<<"alice">>),
+    flood(A, ?N),
+    ?assertEqual(?N, count_messages(B, ?N)),
+    ?assertMatch([_], throng_sm:resources({<<"bob">>, <<"localhost">>})).
+
+count_messages(_B, 0) -> ?N;
+count_messages(B, Left) ->
+    case ?C:recv_stanza(B, 10000) of
+        #xmlel{name = <<"message">>} -> count_messages(B, Left - 1);
+        _ -> count_messages(B, Left)
+    end.
+
+wait_until(F, Ms) when Ms =< 0 ->
+    ?assert(F());
+wait_until(F, Ms) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(100), wait_until(F, Ms - 100)
+    end.
