@@ -220,7 +220,15 @@ sm_spec() ->
                               "the unacknowledged messages go offline."},
       ack_every => #{type => {int, 1, 1000000}, default => 10,
                      doc => "The server asks the client for an acknowledgement after "
-                            "this many unacknowledged stanzas."}}.
+                            "this many unacknowledged stanzas."},
+      resumption_secret => #{type => string, default => <<>>,
+                             doc => "Secret the key of resumption ids is derived from. "
+                                    "Empty: a random key made at each start (ids die "
+                                    "with the node). Set it, the same on every node, "
+                                    "when a resumption may reach another node of a "
+                                    "cluster; at least 32 random characters, and keep "
+                                    "the file private. Ids from an earlier start never "
+                                    "resume."}}.
 
 stats_spec() ->
     #{enabled => #{type => boolean, default => true,
