@@ -282,7 +282,9 @@ closed(C, Timeout, Cond) ->
 
 conn_init(Owner, Port, Opts) ->
     IP = maps:get(ip, Opts, {127, 0, 0, 1}),
-    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true}], ?TIMEOUT) of
+    %% src_ip: the local address to connect from (e.g. 127.0.0.2).
+    Src = [{ip, A} || A <- [maps:get(src_ip, Opts, any)], A =/= any],
+    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true} | Src], ?TIMEOUT) of
         {ok, S} ->
             Owner ! {xmpp, self(), connected},
             conn_loop(#{owner => Owner, sock => {tcp, S}, tcp => S,
