@@ -35,7 +35,7 @@
 -module(throng_auth_limits).
 
 -export([create/0, sweep/0, check_address/1, account_allowed/3, failed/4,
-         address_failures/1, account_failures/2, address_key/1]).
+         address_failures/1, account_failures/2]).
 
 -define(T, throng_auth_limits).
 -define(OVERFLOW, {addr, overflow}).
@@ -97,13 +97,13 @@ failed(IP, User, Server, Cond) ->
         true -> 0;
         false ->
             Now = now_ms(),
-            case Cond =:= 'not-authorized' andalso is_binary(User) of
-                true ->
-                    {AMax, AWindow} = account_limit(),
-                    _ = add(track({account, User, Server}, false), AMax, AWindow, Now);
-                false ->
-                    ok
-            end,
+            _ = case Cond =:= 'not-authorized' andalso is_binary(User) of
+                    true ->
+                        {AMax, AWindow} = account_limit(),
+                        add(track({account, User, Server}, false), AMax, AWindow, Now);
+                    false ->
+                        ok
+                end,
             {Max, Window} = address_limit(),
             case add(track(address_key(IP), true), Max, Window, Now) of
                 not_tracked -> 0;
@@ -123,8 +123,8 @@ account_failures(User, Server) ->
     {Max, Window} = account_limit(),
     entry_level(lookup({account, User, Server}), Max, Window).
 
-%% @doc The bucket an address counts in: IPv4 addresses (and IPv4-mapped
-%% IPv6 ones) by themselves, IPv6 addresses by their auth.ipv6_prefix.
+%% The bucket an address counts in: IPv4 addresses (and IPv4-mapped IPv6
+%% ones) by themselves, IPv6 addresses by their auth.ipv6_prefix.
 -spec address_key(ip()) -> key().
 address_key({_, _, _, _} = IP) ->
     {addr, IP};
