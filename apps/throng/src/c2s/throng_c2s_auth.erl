@@ -68,26 +68,28 @@ limited(Run, D) ->
         ok ->
             sasl_result(Run(), D);
         {refused, Failures} ->
-            rate_limited(address, #{failures => Failures}, D),
+            rate_limited(address, #{failures => Failures}, D#d.server, D#d.ip),
             sasl_result({error, 'temporary-auth-failure', undefined}, D)
     end.
 
 %% The SASL context, with the per-account check: run after the user name is
 %% known and before any credential is looked up.
-sasl_ctx(#d{server = Server, ip = IP} = D) ->
+%% (The fun is kept in the SCRAM state: it holds the server and address only.)
+sasl_ctx(#d{server = Server, ip = IP}) ->
     Allow = fun(User) ->
                     throng_auth_limits:account_allowed(User, Server, IP)
-                        orelse rate_limited(account, #{user => User,
-                                                       failures => throng_auth_limits:
-                                                           account_failures(User, Server)}, D)
+                        orelse rate_limited(account,
+                                            #{user => User,
+                                              failures => throng_auth_limits:
+                                                  account_failures(User, Server)},
+                                            Server, IP)
             end,
     (throng_auth:sasl_ctx(Server))#{allow_user => Allow}.
 
--spec rate_limited(address | account, map(), data()) -> false.
-rate_limited(Scope, Info, D) ->
+-spec rate_limited(address | account, map(), binary(), inet:ip_address() | undefined) -> false.
+rate_limited(Scope, Info, Server, IP) ->
     throng_metrics:incr(auth_rate_limited),
-    logger:notice(Info#{what => auth_rate_limited, scope => Scope, server => D#d.server,
-                        ip => D#d.ip}),
+    logger:notice(Info#{what => auth_rate_limited, scope => Scope, server => Server, ip => IP}),
     false.
 
 sasl_data(El) ->
