@@ -219,7 +219,7 @@ too_many_auth_failures(_) ->
                 base64:encode(<<0, "alice", 0, "bad">>), "</auth>"]),
     #xmlel{name = <<"failure">>} = ?C:recv_stanza(C, 10000),
     ?assertEqual(<<"policy-violation">>, ?C:closed(C, 10000)),
-    ?assert(throng_tables:auth_failures({127, 0, 0, 1}) >= 5).
+    ?assert(throng_auth_limits:address_failures({127, 0, 0, 1}) >= 5).
 
 stanza_before_auth(_) ->
     C = ?C:connect(#{}),

@@ -14,7 +14,7 @@
 -compile([export_all, nowarn_export_all]).
 
 -define(C, throng_test_client).
--define(TABLES, [throng_session, throng_hot_queues, throng_auth_failures,
+-define(TABLES, [throng_session, throng_hot_queues, throng_auth_limits,
                  throng_registrations, throng_plain_cache]).
 -define(ALICE, {<<"alice">>, <<"localhost">>}).
 
@@ -82,7 +82,7 @@ janitor_crash_keeps_tables_secret_and_sessions(_Config) ->
                         attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
     Enabled = ?C:recv_stanza(Bob),
     ResumeId = throng_xml:attr(<<"id">>, Enabled),
-    _ = throng_tables:auth_failure({192, 0, 2, 1}),
+    _ = throng_auth_limits:failed({192, 0, 2, 1}, undefined, <<"localhost">>, 'not-authorized'),
     Tables = tables(),
     Secret = throng_tables:boot_secret(),
     PlainEntry = throng_tables:plain_cache_get(?ALICE),
@@ -94,7 +94,7 @@ janitor_crash_keeps_tables_secret_and_sessions(_Config) ->
     ?assertEqual(Tables, tables()),
     ?assertEqual(Secret, throng_tables:boot_secret()),
     ?assertEqual(PlainEntry, throng_tables:plain_cache_get(?ALICE)),
-    ?assertEqual(1, throng_tables:auth_failures({192, 0, 2, 1})),
+    ?assertEqual(1, throng_auth_limits:address_failures({192, 0, 2, 1})),
     ?assertEqual(Sessions, length(throng_sm:all())),
     routes(Alice, Bob, <<"bob">>, <<"after the janitor died">>),
     routes(Bob, Alice, <<"alice">>, <<"and back">>),
@@ -113,15 +113,24 @@ janitor_crash_keeps_tables_secret_and_sessions(_Config) ->
 %% The janitor's sweep drops what has aged out and keeps the rest.
 janitor_sweeps_aged_entries(_Config) ->
     Now = erlang:monotonic_time(second),
-    Window = throng_config:get([auth, failure_window]),
+    NowMs = erlang:monotonic_time(millisecond),
+    Recent = throng_config:get([auth, account_window]) * 1000,
     Old = {192, 0, 2, 1},
     Fresh = {192, 0, 2, 2},
-    true = ets:insert(throng_auth_failures, [{Old, 3, Now - Window - 5}, {Fresh, 2, Now}]),
+    Drained = {192, 0, 2, 3},
+    %% Failure buckets: {Key, when the bucket is empty, last failure}. One
+    %% empty with its last failure long ago, one still full, one empty but
+    %% with a recent failure (kept: it still marks the address).
+    true = ets:insert(throng_auth_limits,
+                      [{{addr, Old}, NowMs - 1000, NowMs - Recent - 5000},
+                       {{addr, Fresh}, NowMs + 600000, NowMs},
+                       {{addr, Drained}, NowMs - 1000, NowMs - 1000}]),
     %% Registration rows hold when the address may register again.
     true = ets:insert(throng_registrations, [{Old, Now - 5}, {Fresh, Now + 60}]),
     ok = throng_tables:sweep(),
-    ?assertEqual(0, throng_tables:auth_failures(Old)),
-    ?assertEqual(2, throng_tables:auth_failures(Fresh)),
+    ?assertEqual([], ets:lookup(throng_auth_limits, {addr, Old})),
+    ?assert(throng_auth_limits:address_failures(Fresh) > 0),
+    ?assertMatch([_], ets:lookup(throng_auth_limits, {addr, Drained})),
     ?assertEqual([], ets:lookup(throng_registrations, Old)),
     ?assertEqual([{Fresh, Now + 60}], ets:lookup(throng_registrations, Fresh)).
 

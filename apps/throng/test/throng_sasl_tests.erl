@@ -507,3 +507,45 @@ property_test_() ->
     with_stringprep(
       {timeout, 60,
        ?_assert(proper:quickcheck(prop_client_logs_in(), [{numtests, 500}, {to_file, user}]))}).
+
+%%% Refusing a user before any check (allow_user: rate limits)
+
+%% A refused user gets temporary-auth-failure before their credentials are
+%% looked up (so before any PBKDF2), with PLAIN and SCRAM alike; the
+%% callback is asked with the prepared user name.
+allow_user_refuses_before_lookup_test_() ->
+    %% Built in the process running the test (that is where they report).
+    Ctx = fun() ->
+                  Self = self(),
+                  (ctx())#{get_credentials => fun(U) -> Self ! {looked_up, U}, not_found end,
+                           allow_user => fun(U) -> Self ! {asked, U}, false end}
+          end,
+    Looked = fun() -> receive {looked_up, _} -> true after 0 -> false end end,
+    with_stringprep(
+      [?_test(begin
+                  ?assertEqual({error, 'temporary-auth-failure', <<"user">>},
+                               plain(<<>>, <<"USER">>, <<"pencil">>, Ctx())),
+                  ?assertEqual({asked, <<"user">>}, receive A -> A after 0 -> none end),
+                  ?assertNot(Looked())
+              end),
+       ?_test(begin
+                  ?assertEqual({error, 'temporary-auth-failure', <<"user">>},
+                               throng_sasl:start(<<"SCRAM-SHA-256">>, <<"n,,n=user,r=abc">>,
+                                                 Ctx())),
+                  ?assertNot(Looked())
+              end)]).
+
+%% SCRAM asks again before checking the proof: a user refused meanwhile
+%% (other connections failed) gets temporary-auth-failure even with the
+%% right proof; allowed, the exchange is unchanged.
+allow_user_asked_again_at_scram_final_test_() ->
+    Counter = counters:new(1, []),
+    %% Allowed at the first message, refused from the second question on.
+    Allow = fun(_) -> counters:add(Counter, 1, 1), counters:get(Counter, 1) =< 1 end,
+    with_stringprep(
+      [?_assertEqual('temporary-auth-failure',
+                     scram_login(<<"SCRAM-SHA-256">>, <<"user">>, <<"pencil">>,
+                                 (ctx())#{allow_user => Allow})),
+       ?_assertEqual({ok, <<"user">>},
+                     scram_login(<<"SCRAM-SHA-1">>, <<"user">>, <<"pencil">>,
+                                 (ctx())#{allow_user => fun(_) -> true end}))]).

@@ -290,9 +290,11 @@ closed(C, Timeout, Cond) ->
 
 conn_init(Owner, Port, Opts) ->
     IP = maps:get(ip, Opts, {127, 0, 0, 1}),
-    %% recbuf: a small receive window from the start (a slow reader).
-    Extra = [{recbuf, B} || B <- [maps:get(recbuf, Opts, undefined)], B =/= undefined],
-    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true} | Extra], ?TIMEOUT) of
+    %% src_ip: the local address to connect from (e.g. 127.0.0.2); recbuf: a
+    %% small receive window from the start (a slow reader).
+    Src = [{ip, A} || A <- [maps:get(src_ip, Opts, any)], A =/= any]
+        ++ [{recbuf, B} || B <- [maps:get(recbuf, Opts, undefined)], B =/= undefined],
+    case gen_tcp:connect(IP, Port, [binary, {active, once}, {nodelay, true} | Src], ?TIMEOUT) of
         {ok, S} ->
             Owner ! {xmpp, self(), connected},
             conn_loop(#{owner => Owner, sock => {tcp, S}, tcp => S,

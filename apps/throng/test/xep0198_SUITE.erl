@@ -21,7 +21,8 @@ all() ->
      resume_unknown_id_fails, resume_other_user_fails,
      queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
      clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
-     never_acking_client_is_cut_off].
+     never_acking_client_is_cut_off,
+     tampered_id_is_item_not_found].
 
 init_per_testcase(TC, Config) ->
     SM = case TC of
@@ -257,3 +258,23 @@ wait_until(F, Ms) ->
         true -> ok;
         false -> timer:sleep(50), wait_until(F, Ms - 50)
     end.
+
+%% A resumption id with any byte changed names nothing: <failed> with
+%% item-not-found, and the real id still resumes the session afterwards.
+tampered_id_is_item_not_found(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    Id = throng_xml:attr(<<"id">>, enable(B, true)),
+    ?C:abort(B),
+    timer:sleep(200),
+    Raw = base64:decode(Id),
+    Tampered = [base64:encode(<<A:I/binary, (X bxor 16#20), Z/binary>>)
+                || I <- [0, byte_size(Raw) div 2, byte_size(Raw) - 1],
+                   <<A:I/binary, X, Z/binary>> <- [Raw]]
+        ++ [base64:encode(binary:part(Raw, 0, byte_size(Raw) - 1))],
+    [begin
+         {_C, F} = resume(<<"bob">>, Bad, 0),
+         ?assertEqual({Bad, <<"failed">>}, {Bad, F#xmlel.name}),
+         ?assertNotEqual(undefined, throng_xml:subel(F, <<"item-not-found">>, ?NS_STANZAS))
+     end || Bad <- Tampered],
+    {_B2, Resumed} = resume(<<"bob">>, Id, 0),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name).

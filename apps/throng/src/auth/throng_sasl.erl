@@ -15,6 +15,11 @@
 %% only authorization identity accepted is the user's own bare JID
 %% (user@host); anything else is 'invalid-authzid'.
 %%
+%% The context may refuse a user before any credential is looked up or any
+%% password checked (`allow_user': rate limits); the answer is then
+%% 'temporary-auth-failure' (RFC 6120 §6.5). SCRAM asks again before it
+%% checks the proof.
+%%
 %% Unknown users cost what known ones do and fail the same way
 %% ('not-authorized'): PLAIN derives a key from a dummy salt; SCRAM answers
 %% with a salt derived from the user name and a secret (stable across
@@ -43,7 +48,10 @@
                  %% (e.g. with a cache); default throng_scram:verify_password/3.
                  verify_plain => fun((User :: binary(), Password :: binary(),
                                       #{salt := binary(), iterations := pos_integer(),
-                                        stored_key := binary()}) -> boolean())}.
+                                        stored_key := binary()}) -> boolean()),
+                 %% May this user's password be checked now? false:
+                 %% 'temporary-auth-failure' without a check. Default: yes.
+                 allow_user => fun((User :: binary()) -> boolean())}.
 -type condition() :: 'aborted' | 'account-disabled' | 'credentials-expired'
                    | 'encryption-required' | 'incorrect-encoding'
                    | 'invalid-authzid' | 'invalid-mechanism'
@@ -67,7 +75,8 @@
                 server_first :: binary(),
                 nonce :: binary(),        % client nonce ++ server nonce
                 stored_key :: binary(),
-                server_key :: binary()}).
+                server_key :: binary(),
+                allow :: fun((binary()) -> boolean())}).   % ctx's allow_user
 -opaque state() :: #first{} | #scram{}.
 
 -define(DEFAULT_ITERATIONS, 4096).
@@ -122,28 +131,34 @@ plain(AuthzId, User, Password, #{host := Host} = Ctx) ->
         {false, _} ->
             {error, 'invalid-authzid', User};
         {true, {ok, Prepared}} when Prepared =/= <<>> ->
-            case lookup(User, sha256, Ctx) of
-                {ok, Salt, Iterations, #{stored_key := StoredKey}} ->
-                    Creds = #{salt => Salt, iterations => Iterations,
-                              stored_key => StoredKey},
-                    case verify_plain(Ctx, User, Prepared, Creds) of
-                        true -> {success, <<>>, User};
-                        false -> {error, 'not-authorized', User}
-                    end;
-                not_found ->
-                    %% Same work as for a real user, result ignored.
-                    _ = throng_scram:verify_password(
-                          sha256, Prepared,
-                          #{salt => ?DUMMY_SALT, iterations => iterations(Ctx),
-                            stored_key => <<0:256>>}),
-                    {error, 'not-authorized', User};
-                unavailable ->
-                    {error, 'temporary-auth-failure', User}
+            case allowed(User, Ctx) of
+                true -> plain_check(User, Prepared, Ctx);
+                false -> {error, 'temporary-auth-failure', User}
             end;
         {true, _} ->
             %% RFC 4616 §2: a password that fails SASLprep or prepares to
             %% nothing fails verification.
             {error, 'not-authorized', User}
+    end.
+
+plain_check(User, Prepared, Ctx) ->
+    case lookup(User, sha256, Ctx) of
+        {ok, Salt, Iterations, #{stored_key := StoredKey}} ->
+            Creds = #{salt => Salt, iterations => Iterations,
+                      stored_key => StoredKey},
+            case verify_plain(Ctx, User, Prepared, Creds) of
+                true -> {success, <<>>, User};
+                false -> {error, 'not-authorized', User}
+            end;
+        not_found ->
+            %% Same work as for a real user, result ignored.
+            _ = throng_scram:verify_password(
+                  sha256, Prepared,
+                  #{salt => ?DUMMY_SALT, iterations => iterations(Ctx),
+                    stored_key => <<0:256>>}),
+            {error, 'not-authorized', User};
+        unavailable ->
+            {error, 'temporary-auth-failure', User}
     end.
 
 verify_plain(#{verify_plain := Fun}, User, Password, Creds) ->
@@ -159,7 +174,7 @@ scram_first(Hash, Message, #{host := Host} = Ctx) ->
             case username(RawUser) of
                 {ok, User} ->
                     case authzid_ok(AuthzId, User, Host) of
-                        true -> lookup_keys(Hash, User, {Gs2Header, Bare, ClientNonce}, Ctx);
+                        true -> scram_allowed(Hash, User, {Gs2Header, Bare, ClientNonce}, Ctx);
                         false -> {error, 'invalid-authzid', User}
                     end;
                 error ->
@@ -167,6 +182,12 @@ scram_first(Hash, Message, #{host := Host} = Ctx) ->
             end;
         error ->
             {error, 'malformed-request', undefined}
+    end.
+
+scram_allowed(Hash, User, Client, Ctx) ->
+    case allowed(User, Ctx) of
+        true -> lookup_keys(Hash, User, Client, Ctx);
+        false -> {error, 'temporary-auth-failure', User}
     end.
 
 lookup_keys(Hash, User, Client, Ctx) ->
@@ -192,9 +213,16 @@ server_first(Hash, User, {Gs2Header, Bare, ClientNonce}, {Known, StoredKey, Serv
     {continue, ServerFirst,
      #scram{hash = Hash, user = User, known = Known, gs2_header = Gs2Header,
             client_first_bare = Bare, server_first = ServerFirst, nonce = Nonce,
-            stored_key = StoredKey, server_key = ServerKey}}.
+            stored_key = StoredKey, server_key = ServerKey,
+            allow = maps:get(allow_user, Ctx, fun(_) -> true end)}}.
 
-scram_final(#scram{user = User} = State, Message) ->
+scram_final(#scram{user = User, allow = Allow} = State, Message) ->
+    case Allow(User) of
+        true -> scram_final_check(State, Message);
+        false -> {error, 'temporary-auth-failure', User}
+    end.
+
+scram_final_check(#scram{user = User} = State, Message) ->
     case parse_client_final(Message) of
         {ok, ChannelBinding, Nonce, WithoutProof, Proof} ->
             #scram{hash = Hash, gs2_header = Gs2Header, nonce = ExpectedNonce,
@@ -360,6 +388,9 @@ lookup(User, Hash, #{get_credentials := Get}) ->
 
 iterations(Ctx) ->
     maps:get(iterations, Ctx, ?DEFAULT_ITERATIONS).
+
+allowed(User, #{allow_user := Allow}) -> Allow(User);
+allowed(_User, _Ctx) -> true.
 
 server_nonce(#{nonce := Fun}) -> Fun();
 server_nonce(_) -> base64:encode(crypto:strong_rand_bytes(18)).

@@ -1,6 +1,9 @@
 %% @doc STARTTLS (RFC 6120 §5) and SASL (RFC 6120 §6) for a client
 %% connection: the glue between the stream and the pure SASL state machine
-%% ({@link throng_sasl}); failures from one address are answered ever later.
+%% ({@link throng_sasl}); brute-force limits ({@link throng_auth_limits}):
+%% an attempt from an address or for an account with too many failures is
+%% refused before any password check, and failures from one address are
+%% answered ever later.
 -module(throng_c2s_auth).
 
 -include("throng.hrl").
@@ -45,7 +48,7 @@ sasl_start(El, D) ->
         true ->
             case sasl_data(El) of
                 {ok, Initial} ->
-                    sasl_result(throng_sasl:start(Mech, Initial, throng_auth:sasl_ctx(D#d.server)), D);
+                    limited(fun() -> throng_sasl:start(Mech, Initial, sasl_ctx(D)) end, D);
                 error ->
                     {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D)}
             end
@@ -54,9 +57,40 @@ sasl_start(El, D) ->
 -spec sasl_step(#xmlel{}, data()) -> throng_c2s:element_result().
 sasl_step(El, D) ->
     case sasl_data(El) of
-        {ok, Resp} -> sasl_result(throng_sasl:step(D#d.sasl, Resp), D);
+        {ok, Resp} -> limited(fun() -> throng_sasl:step(D#d.sasl, Resp) end, D);
         error -> {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D#d{sasl = undefined})}
     end.
+
+%% The address's failure bucket is looked at before anything the client
+%% sent is: a refused attempt costs one ETS read.
+limited(Run, D) ->
+    case throng_auth_limits:check_address(D#d.ip) of
+        ok ->
+            sasl_result(Run(), D);
+        {refused, Failures} ->
+            rate_limited(address, #{failures => Failures}, D#d.server, D#d.ip),
+            sasl_result({error, 'temporary-auth-failure', undefined}, D)
+    end.
+
+%% The SASL context, with the per-account check: run after the user name is
+%% known and before any credential is looked up.
+%% (The fun is kept in the SCRAM state: it holds the server and address only.)
+sasl_ctx(#d{server = Server, ip = IP}) ->
+    Allow = fun(User) ->
+                    throng_auth_limits:account_allowed(User, Server, IP)
+                        orelse rate_limited(account,
+                                            #{user => User,
+                                              failures => throng_auth_limits:
+                                                  account_failures(User, Server)},
+                                            Server, IP)
+            end,
+    (throng_auth:sasl_ctx(Server))#{allow_user => Allow}.
+
+-spec rate_limited(address | account, map(), binary(), inet:ip_address() | undefined) -> false.
+rate_limited(Scope, Info, Server, IP) ->
+    throng_metrics:incr(auth_rate_limited),
+    logger:notice(Info#{what => auth_rate_limited, scope => Scope, server => Server, ip => IP}),
+    false.
 
 sasl_data(El) ->
     case throng_xml:cdata(El) of
@@ -82,7 +116,12 @@ sasl_result({success, Extra, User}, D) ->
                                               parser = throng_xml_stream:reset(D#d.parser)})};
 sasl_result({error, Cond, User}, D) ->
     throng_metrics:incr(auth_failures),
-    N = throng_tables:auth_failure(D#d.ip),
+    %% A refusal (rate limit) or a store that cannot answer is no guess:
+    %% not counted against the address or the account.
+    N = case Cond of
+            'temporary-auth-failure' -> throng_auth_limits:address_failures(D#d.ip);
+            _ -> throng_auth_limits:failed(D#d.ip, User, D#d.server, Cond)
+        end,
     Failures = D#d.auth_failures + 1,
     logger:notice(#{what => auth_failed, user => User, server => D#d.server,
                     ip => D#d.ip, condition => Cond, failures_from_ip => N}),
@@ -93,7 +132,8 @@ sasl_result({error, Cond, User}, D) ->
                          throng_c2s_io:emit(sasl_failure(Cond), D1));
         false ->
             %% Repeated failures from one address are answered ever later
-            %% (the socket is not read meanwhile).
+            %% (the socket is not read meanwhile); N is the failures in the
+            %% address's bucket.
             case failure_delay(N) of
                 0 -> {next, negotiating, throng_c2s_io:emit(sasl_failure(Cond), D1)};
                 Ms -> {next, negotiating, throng_c2s_io:pause(D1),

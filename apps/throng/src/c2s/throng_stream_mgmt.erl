@@ -2,16 +2,21 @@
 %% handled stanzas in both directions and the queue of stanzas sent but not
 %% yet acknowledged. Pure functions; the c2s process holds the record.
 %%
-%% The resumption id names the session process and is signed with the
-%% node's boot secret, so no table maps ids to sessions and an id cannot be
-%% forged or reused after a restart.
+%% The resumption id names the session process, encrypted and
+%% authenticated (AES-256-GCM) under a key derived from the boot secret or
+%% the configured stream_management.resumption_secret: no table maps ids to
+%% sessions, an id reveals nothing (neither node name nor pid), cannot be
+%% forged, and does not resume after a restart.
 -module(throng_stream_mgmt).
 
 -include("throng.hrl").
 
 -export([new/1, handled/1, sent/2, ack/2, unacked/1, set_unacked/2, pending/1, should_request/2,
-         requested/1, id/1, resumable/1, in_count/1, parse_id/1,
+         requested/1, id/1, resumable/1, in_count/1, make_id/1, parse_id/1,
          enabled_el/3, a_el/1, r_el/0, resumed_el/2, failed_el/1]).
+
+%% API used by tests: the id of any pid (a session's own is made by new/1).
+-ignore_xref([{make_id, 1}]).
 
 -define(MOD32, 4294967296).
 
@@ -99,23 +104,68 @@ requested(SM) -> SM#sm{requested = true}.
 
 %%% Resumption ids
 
+%% id = base64(IV:12, AES-256-GCM(Key, IV, BootTag:4 ++ term_to_binary(Pid)), Tag:16):
+%% 80 characters for a pid of a node named like throng@host. A fresh random
+%% IV per id (a 96-bit IV repeats with negligible probability under one key).
+%% BootTag names this start of the node: with a configured secret (the same
+%% key across restarts) an id from an earlier start does not resume a
+%% process that happens to have the same pid now (a node without
+%% distribution reuses pid numbers; a distributed node's pids differ by
+%% their creation).
+-define(ID_IV, 12).
+-define(ID_TAG, 16).
+-define(ID_BOOT, 4).
+-define(ID_AAD, <<"throng xep-0198 resumption id">>).
+
+%% @doc The resumption id of a session process.
 -spec make_id(pid()) -> binary().
 make_id(Pid) ->
-    Bin = term_to_binary(Pid),
-    Mac = crypto:macN(hmac, sha256, throng_tables:boot_secret(), Bin, 16),
-    base64:encode(<<Mac/binary, Bin/binary>>).
+    IV = crypto:strong_rand_bytes(?ID_IV),
+    {Cipher, Tag} = crypto:crypto_one_time_aead(aes_256_gcm, id_key(), IV,
+                                                [boot_tag(), term_to_binary(Pid)],
+                                                ?ID_AAD, ?ID_TAG, true),
+    base64:encode(<<IV/binary, Cipher/binary, Tag/binary>>).
 
+%% @doc The session process an id names: `error' unless it was made with
+%% this key (this start of the node, or the configured secret) and names a
+%% process of this start of this node or a process of another node.
 -spec parse_id(binary()) -> {ok, pid()} | error.
 parse_id(Id) ->
     try base64:decode(Id) of
-        <<Mac:16/binary, Bin/binary>> ->
-            case crypto:hash_equals(Mac, crypto:macN(hmac, sha256, throng_tables:boot_secret(), Bin, 16)) of
-                true -> {ok, binary_to_term(Bin, [safe])};
-                false -> error
+        <<IV:?ID_IV/binary, Rest/binary>> when byte_size(Rest) > ?ID_TAG + ?ID_BOOT ->
+            Len = byte_size(Rest) - ?ID_TAG,
+            <<Cipher:Len/binary, Tag:?ID_TAG/binary>> = Rest,
+            case crypto:crypto_one_time_aead(aes_256_gcm, id_key(), IV, Cipher, ?ID_AAD,
+                                             Tag, false) of
+                <<Boot:?ID_BOOT/binary, PidBin/binary>> -> id_pid(Boot, PidBin);
+                error -> error
             end;
         _ -> error
     catch _:_ -> error
     end.
+
+id_pid(Boot, PidBin) ->
+    case binary_to_term(PidBin, [safe]) of
+        Pid when is_pid(Pid), node(Pid) =/= node() -> {ok, Pid};
+        Pid when is_pid(Pid) ->
+            case crypto:hash_equals(Boot, boot_tag()) of
+                true -> {ok, Pid};
+                false -> error
+            end;
+        _ -> error
+    end.
+
+%% The id key: from the configured secret (the same on every node of a
+%% cluster), else from this start's random secret.
+id_key() ->
+    Secret = case throng_config:get([stream_management, resumption_secret]) of
+                 <<>> -> throng_tables:boot_secret();
+                 Configured -> Configured
+             end,
+    crypto:mac(hmac, sha256, Secret, <<"throng xep-0198 id key">>).
+
+boot_tag() ->
+    crypto:macN(hmac, sha256, throng_tables:boot_secret(), <<"throng boot tag">>, ?ID_BOOT).
 
 %%% Elements
 

@@ -216,14 +216,52 @@ auth_spec() ->
                                    "a per-boot secret, never the password) so a re-login "
                                    "is cheap. 0 disables the cache."},
       failure_window => #{type => {int, 1, 86400}, default => 300,
-                          doc => "Seconds over which authentication failures from one IP "
-                                 "address are counted."},
+                          doc => "Seconds over which address_failures authentication "
+                                 "failures from one address are allowed (the address's "
+                                 "bucket empties at address_failures per failure_window)."},
+      address_failures => #{type => {int, 1, 1000000}, default => 20,
+                            doc => "Failed authentications one address (IPv4 address or "
+                                   "IPv6 /ipv6_prefix) may have in its bucket. When it is "
+                                   "full, every SASL attempt from the address, right "
+                                   "password or not, is answered temporary-auth-failure "
+                                   "without a password check until the bucket drains "
+                                   "(one failure every failure_window/address_failures "
+                                   "seconds). Attempts refused do not fill it further."},
+      account_failures => #{type => {int, 1, 1000000}, default => 10,
+                            doc => "Failed authentications (wrong password) one account "
+                                   "may have in its bucket, draining at account_failures "
+                                   "per account_window. When it is full, attempts for the "
+                                   "account are refused (temporary-auth-failure, no "
+                                   "password check) only from addresses that have "
+                                   "themselves failed within account_window: a user on an "
+                                   "address without recent failures is never locked out "
+                                   "by someone guessing their password elsewhere."},
+      account_window => #{type => {int, 1, 86400}, default => 600,
+                          doc => "Seconds over which account_failures failures for one "
+                                 "account are allowed; also how long an address counts as "
+                                 "having failed recently."},
+      ipv6_prefix => #{type => {int, 1, 128}, default => 64,
+                       doc => "IPv6 addresses are counted by this prefix (a /64 is what one "
+                              "subscriber usually has; 128: each address alone). IPv4 "
+                              "addresses are counted one by one."},
+      exempt_loopback => #{type => boolean, default => false,
+                           doc => "Do not count failures from loopback addresses "
+                                  "(127.0.0.0/8, ::1) nor refuse them: for a local load "
+                                  "generator. Off by default: a proxy on the same host "
+                                  "would exempt the world."},
+      max_tracked => #{type => {int, 1, 100000000}, default => 100000,
+                       doc => "Entries (addresses and accounts with recent failures) the "
+                              "failure table holds at most. When full, failures from "
+                              "addresses not already in it share one bucket (sized as "
+                              "one address's) and failures for accounts not in it are "
+                              "not counted; entries leave when their bucket is empty and "
+                              "their last failure older than account_window."},
       max_failure_delay => #{type => {int, 0, 60000}, default => 5000,
-                             doc => "From the second failure from one address within "
-                                    "failure_window, the n-th failure is answered after "
-                                    "100 ms x 2^(n-2), up to this many milliseconds (the "
-                                    "socket is not read meanwhile). A stream is closed with "
-                                    "policy-violation after 5 failures."}}.
+                             doc => "From the second failure in an address's bucket, each "
+                                    "failure is answered after 100 ms x 2^(n-2) (n: the "
+                                    "failures in the bucket), up to this many milliseconds "
+                                    "(the socket is not read meanwhile). A stream is closed "
+                                    "with policy-violation after 5 failures."}}.
 
 sm_spec() ->
     #{enabled => #{type => boolean, default => true,
@@ -237,7 +275,15 @@ sm_spec() ->
                               "the unacknowledged messages go offline."},
       ack_every => #{type => {int, 1, 1000000}, default => 10,
                      doc => "The server asks the client for an acknowledgement after "
-                            "this many unacknowledged stanzas."}}.
+                            "this many unacknowledged stanzas."},
+      resumption_secret => #{type => string, default => <<>>,
+                             doc => "Secret the key of resumption ids is derived from. "
+                                    "Empty: a random key made at each start (ids die "
+                                    "with the node). Set it, the same on every node, "
+                                    "when a resumption may reach another node of a "
+                                    "cluster; at least 32 random characters, and keep "
+                                    "the file private. Ids from an earlier start never "
+                                    "resume."}}.
 
 stats_spec() ->
     #{enabled => #{type => boolean, default => true,

@@ -1,5 +1,6 @@
-%% @doc The janitor: every few seconds it drops authentication failures and
-%% in-band registrations that have aged out ({@link throng_tables:sweep/0}).
+%% @doc The janitor: every few seconds it drops the authentication-failure
+%% buckets that have emptied and the in-band registrations that have aged
+%% out ({@link throng_tables:sweep/0}).
 %% It owns nothing; a crash costs at most one sweep.
 -module(throng_janitor).
 -behaviour(gen_server).

@@ -69,9 +69,15 @@ metrics() ->
      m(stanza_bytes_out, counter, "bytes",
        "Bytes of the stanzas written to clients, by kind (serialized, before TLS).",
        by_kind("bytes_out_")),
+     m(auth_rate_limited, counter, "attempts",
+       "SASL attempts refused without a password check: too many failures from the "
+       "address or for the account (auth.address_failures, auth.account_failures)."),
+     m(auth_limits_overflow, counter, "failures",
+       "Authentication failures not tracked on their own because the failure table was "
+       "full (auth.max_tracked): counted in the shared overflow bucket."),
      m(slow_readers_closed, counter, "connections",
-       "Connections closed because more than max_queued_bytes waited for a client that "
-       "reads too slowly.")].
+       "Connections closed because more than max_queued_stanzas or max_queued_bytes "
+       "waited for a client that reads too slowly.")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

@@ -1,11 +1,12 @@
 %% @doc The server's small shared tables and the per-boot secret: their
 %% API, read and written directly by the processes that need them.
 %%
-%% Authentication failures per address, in-band registrations per address
-%% and the PLAIN login cache are public ETS tables created by {@link create/0}
-%% in {@link throng_table_owner}, a process that does nothing else, so they
-%% live as long as the server. {@link throng_janitor} calls {@link sweep/0}
-%% to drop entries that have aged out; if it crashes, nothing here is lost.
+%% In-band registrations per address, the PLAIN login cache and the
+%% authentication-failure buckets of {@link throng_auth_limits} are public
+%% ETS tables created by {@link create/0} in {@link throng_table_owner}, a
+%% process that does nothing else, so they live as long as the server.
+%% {@link throng_janitor} calls {@link sweep/0} to drop entries that have
+%% aged out; if it crashes, nothing here is lost.
 %% The secret is a `persistent_term' made once per start of the
 %% application ({@link init_boot_secret/0}), owned by no process.
 %%
@@ -13,15 +14,11 @@
 -module(throng_tables).
 
 -export([create/0, init_boot_secret/0, boot_secret/0, sweep/0,
-         auth_failure/1, auth_failures/1,
          registration_allowed/2,
          plain_cache_get/1, plain_cache_put/2, plain_cache_delete/1]).
 %% Called by throng_table_owner (a table creator named in throng_sup).
 -ignore_xref([{create, 0}]).
-%% API used by tests and operators: an address's failure count.
--ignore_xref([{auth_failures, 1}]).
 
--define(FAILURES, throng_auth_failures).
 -define(REGS, throng_registrations).
 -define(PLAIN, throng_plain_cache).
 -define(SECRET_KEY, {?MODULE, secret}).
@@ -30,7 +27,7 @@
 -spec create() -> ok.
 create() ->
     Opts = [set, public, named_table, {read_concurrency, true}, {write_concurrency, true}],
-    ?FAILURES = ets:new(?FAILURES, Opts),
+    ok = throng_auth_limits:create(),
     ?REGS = ets:new(?REGS, Opts),
     ?PLAIN = ets:new(?PLAIN, Opts),
     ok.
@@ -41,50 +38,22 @@ create() ->
 init_boot_secret() ->
     persistent_term:put(?SECRET_KEY, crypto:strong_rand_bytes(32)).
 
-%% @doc The random secret made at boot (keys the PLAIN cache, signs XEP-0198
-%% resumption ids).
+%% @doc The random secret made at boot (keys the PLAIN cache; the XEP-0198
+%% resumption-id key is derived from it unless one is configured).
 -spec boot_secret() -> binary().
 boot_secret() ->
     persistent_term:get(?SECRET_KEY).
 
-%% @doc Drops the authentication failures older than auth.failure_window
-%% and the registrations older than registration.ip_interval.
+%% @doc Drops the authentication-failure buckets that have emptied
+%% ({@link throng_auth_limits:sweep/0}) and the registrations older than
+%% registration.ip_interval.
 -spec sweep() -> ok.
 sweep() ->
+    ok = throng_auth_limits:sweep(),
     Now = erlang:monotonic_time(second),
-    Window = throng_config:get([auth, failure_window]),
-    _ = ets:select_delete(?FAILURES, [{{'_', '_', '$1'}, [{'<', '$1', Now - Window}], [true]}]),
     %% Registration rows hold when the address may register again.
     _ = ets:select_delete(?REGS, [{{'_', '$1'}, [{'=<', '$1', Now}], [true]}]),
     ok.
-
-%%% Authentication failures per IP address
-
-%% @doc Records a failure from an address; returns how many there were in
-%% the current window (auth.failure_window). A successful login does not
-%% clear the count (an attacker with one valid account must not reset it);
-%% failures age out with the window.
--spec auth_failure(inet:ip_address() | undefined) -> pos_integer().
-auth_failure(IP) ->
-    Now = erlang:monotonic_time(second),
-    Window = throng_config:get([auth, failure_window]),
-    case ets:lookup(?FAILURES, IP) of
-        [{IP, _N, Since}] when Now - Since > Window ->
-            ets:insert(?FAILURES, {IP, 1, Now}),
-            1;
-        [_] ->
-            ets:update_counter(?FAILURES, IP, {2, 1});
-        [] ->
-            ets:insert(?FAILURES, {IP, 1, Now}),
-            1
-    end.
-
--spec auth_failures(inet:ip_address() | undefined) -> non_neg_integer().
-auth_failures(IP) ->
-    case ets:lookup(?FAILURES, IP) of
-        [{IP, N, _}] -> N;
-        [] -> 0
-    end.
 
 %%% In-band registrations per IP address
 
