@@ -91,8 +91,8 @@ file_errors_test() ->
     ok = throng_config:load_file(Good),
     ?assertEqual(info, throng_config:get([loglevel])),
     ?assertEqual(1000, maps:get(max_messages, maps:get(offline, throng_config:get([modules])))),
-    ?assertEqual(#{max_messages => 1000}, maps:get(throng_mod_offline,
-                                                   throng_config:modules(<<"localhost">>))),
+    ?assertEqual(#{max_messages => 1000, max_bytes => 4194304, max_node_bytes => 1073741824},
+                 maps:get(throng_mod_offline, throng_config:modules(<<"localhost">>))),
     file:del_dir_r(Dir).
 
 unknown_module_test() ->
