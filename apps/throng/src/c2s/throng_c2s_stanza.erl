@@ -142,7 +142,7 @@ presence_broadcast(El, JID, D) ->
 %% subscription requests, then offline messages if the priority allows.
 initial_presence(P, JID, D) ->
     Incoming = throng_presence:initial(JID, P),
-    D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, From, JID, El, Acc) end,
+    D1 = lists:foldl(fun({From, To, El}, Acc) -> send_routed(session, From, To, El, Acc) end,
                      D, Incoming),
     %% Modules add what the new resource gets after the presence of its
     %% contacts (stored offline messages).

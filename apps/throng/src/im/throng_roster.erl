@@ -13,9 +13,9 @@
 
 -include("throng.hrl").
 
--export([hooks/0, presence_in/2, process_iq/2, push_el/3, outbound/3]).
+-export([hooks/0, presence_in/2, user_removed/2, process_iq/2, push_el/3, outbound/3]).
 %% Built-in hooks, installed by throng_ext for every host.
--ignore_xref([{hooks, 0}, {presence_in, 2}]).
+-ignore_xref([{hooks, 0}, {presence_in, 2}, {user_removed, 2}]).
 
 -type subscription() :: none | to | from | both.
 -type ask() :: none | out | in | both.
@@ -28,7 +28,7 @@
 %% routed to a local user are handled here, before the presence handler.
 -spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
 hooks() ->
-    [{presence_in, 10, presence_in}].
+    [{presence_in, 10, presence_in}, {user_removed, 10, user_removed}].
 
 %% @doc Hook: a presence stanza for a local user; subscription stanzas stop here.
 -spec presence_in(ok, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) -> ok | stop.
@@ -41,6 +41,12 @@ presence_in(ok, #{from := From, to := To, el := El}) ->
         _ ->
             ok
     end.
+
+%% @doc Hook: an account was removed; the subscription requests kept for it
+%% go too (its roster went with the account).
+-spec user_removed(ok, #{user := binary(), server := binary()}) -> ok.
+user_removed(ok, #{user := U, server := S}) ->
+    throng_sub_request:remove_user(U, S).
 
 %%% The roster IQ
 
@@ -138,6 +144,7 @@ set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C
                     throng_presence:unavailable_to(User, C);
                 false -> ok
             end,
+            forget_request(User, Contact, Old, undefined),
             push(User, Old, undefined, Ver),
             throng_stanza:iq_result(IQ)
     end.
@@ -155,6 +162,7 @@ outbound(#jid{user = U, server = S} = User, To, El) ->
         throng_storage:roster_update(U, S, CUS, transition(outbound, Event, CUS)),
     {_, Action} = throng_roster_sub:outbound(Event, state_of(Old)),
     maybe_push(User, Old, New, Ver),
+    forget_request(User, CUS, Old, New),
     case Action of
         route ->
             %% Stamped with the bare JID (RFC 6121 §3.1.2).
@@ -174,33 +182,48 @@ after_outbound(_, _, _) -> ok.
 %% @doc A subscription stanza from From arrives for the local user To.
 -spec inbound(#jid{}, #jid{}, #xmlel{}) -> ok.
 inbound(From, #jid{user = U, server = S} = To, El) ->
+    case throng_storage:account_exists(U, S) of
+        %% RFC 6121 §8.5.1: for an account that does not exist, "for a
+        %% presence stanza of type "subscribe", "subscribed", "unsubscribe",
+        %% or "unsubscribed", the server MUST silently ignore the stanza".
+        false -> ok;
+        true -> inbound_existing(From, To, El)
+    end.
+
+inbound_existing(From, #jid{user = U, server = S} = To, El) ->
     Event = event(El),
     Contact = throng_jid:bare(From),
     User = throng_jid:bare(To),
-    case throng_storage:account_exists(U, S) of
-        false when Event =:= subscribe ->
-            %% RFC 6121 §3.1.3: no such contact.
-            send_presence(User, Contact, <<"unsubscribed">>);
-        false ->
-            ok;
-        true ->
-            CUS = {Contact#jid.user, Contact#jid.server},
-            {ok, Old, New, Ver} =
-                throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
-            {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
-            maybe_push(User, Old, New, Ver),
-            Stanza = throng_stanza:strip_from_to(El),
-            case Action of
-                deliver ->
-                    [throng_router:deliver(Pid, Contact, User, Stanza)
-                     || {_, Pid, _, _} <- throng_sm:available({U, S})],
-                    after_inbound(Event, User, Contact);
-                auto_subscribed ->
-                    send_presence(User, Contact, <<"subscribed">>),
-                    throng_presence:available_to(User, Contact);
-                ignore ->
-                    ok
-            end
+    CUS = {Contact#jid.user, Contact#jid.server},
+    {ok, Old, New, Ver} =
+        throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
+    {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
+    maybe_push(User, Old, New, Ver),
+    keep_request(User, CUS, Event, Action, Old, New, El),
+    Stanza = throng_stanza:strip_from_to(El),
+    case Action of
+        deliver ->
+            [throng_router:deliver(Pid, Contact, User, Stanza)
+             || {_, Pid, _, _} <- throng_sm:available({U, S})],
+            after_inbound(Event, User, Contact);
+        auto_subscribed ->
+            send_presence(User, Contact, <<"subscribed">>),
+            throng_presence:available_to(User, Contact);
+        ignore ->
+            ok
+    end.
+
+%% The complete request is kept while it waits (RFC 6121 §3.1.3), and
+%% forgotten once it no longer does (approved, denied, withdrawn).
+keep_request(#jid{user = U, server = S}, Contact, subscribe, deliver, _Old, _New, El) ->
+    throng_sub_request:store(U, S, Contact, El);
+keep_request(User, Contact, _Event, _Action, Old, New, _El) ->
+    forget_request(User, Contact, Old, New).
+
+forget_request(#jid{user = U, server = S}, Contact, Old, New) ->
+    case has_in(Old) andalso not has_in(New) of
+        true -> throng_sub_request:delete(U, S, Contact);
+        false -> ok
     end.
 
 %% The contact stopped receiving the user's presence: it sees the user leave.
@@ -306,3 +329,5 @@ item_el(#roster_item{jid = {CU, CS}, name = Name, subscription = Sub, ask = Ask,
 has_from(#roster_item{subscription = S}) -> S =:= from orelse S =:= both.
 has_to(#roster_item{subscription = S}) -> S =:= to orelse S =:= both.
 has_out(#roster_item{ask = A}) -> A =:= out orelse A =:= both.
+has_in(#roster_item{ask = A}) -> A =:= in orelse A =:= both;
+has_in(undefined) -> false.
