@@ -14,8 +14,36 @@
 %%% Stanzas from the client (RFC 6120 §8, RFC 6121)
 
 -spec stanza(#xmlel{}, data()) -> throng_c2s:element_result().
-stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"presence">>;
-                                         Name =:= <<"iq">> ->
+stanza(El, D) ->
+    case top_level(El) of
+        stanza -> client_stanza(El, D);
+        {error, Cond, Text} -> throng_c2s_io:stream_error(Cond, Text, D)
+    end.
+
+%% What a first-level element of the session is: a jabber:client stanza,
+%% or a stream error. RFC 6120 §4.8.5: elements qualified by the content
+%% namespace carry no prefix, so a prefix is unsupported
+%% (bad-namespace-prefix, §4.9.3.2); a message, presence or iq of another
+%% namespace is not a stanza of this stream, and any other element is not
+%% supported (unsupported-stanza-type, §4.9.3.22), nor is an element of
+%% the stream namespace.
+top_level(#xmlel{name = Name} = El) ->
+    case binary:split(Name, <<":">>) of
+        [<<"stream">>, _Local] ->
+            %% The stream prefix of the header: no such stream element is
+            %% sent by a client.
+            {error, 'unsupported-stanza-type', <<"unexpected stream element">>};
+        [_Prefix, _Local] ->
+            {error, 'bad-namespace-prefix', <<"stanzas of jabber:client carry no prefix">>};
+        [Local] ->
+            Stanza = Local =:= <<"message">> orelse Local =:= <<"presence">> orelse Local =:= <<"iq">>,
+            case Stanza andalso lists:member(throng_xml:ns(El), [<<>>, ?NS_CLIENT]) of
+                true -> stanza;
+                false -> {error, 'unsupported-stanza-type', <<"not a jabber:client stanza">>}
+            end
+    end.
+
+client_stanza(#xmlel{name = Name} = El, D) ->
     throng_metrics:stanza_in(Name),
     D1 = throng_c2s_sm:handled(D),
     #d{jid = JID} = D1,
@@ -31,9 +59,7 @@ stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"pre
                         error -> reply(throng_stanza:error_reply(El, 'jid-malformed'), D1)
                     end
             end
-    end;
-stanza(_El, D) ->
-    throng_c2s_io:stream_error('unsupported-stanza-type', <<"not a stanza">>, D).
+    end.
 
 %% Modules see every stanza from the client first (a stanza with no 'to' is
 %% addressed to the user's bare JID), and may consume or change it.
