@@ -35,11 +35,14 @@ all() ->
      headline_to_unavailable_full_jid_dropped, groupchat_to_unavailable_full_jid_is_error,
      roster_get_of_other_user_forbidden, roster_set_of_other_user_forbidden,
      stored_subscription_request_is_complete, stored_request_forgotten_when_answered,
-     stored_request_forgotten_with_account, stored_request_size_is_bounded].
+     stored_request_forgotten_with_account, stored_request_size_is_bounded,
+     directed_presence_is_bounded, directed_presence_state_returns_to_empty].
 
 init_per_testcase(TC, Config) ->
     Overrides = case TC of
                     offline_limit -> #{modules => #{offline => #{max_messages => 2}}};
+                    directed_presence_is_bounded ->
+                        #{limits => #{directed_presence_max => 2}};
                     stored_request_size_is_bounded ->
                         #{limits => #{subscription_request_max_bytes => 512}};
                     _ -> #{}
@@ -786,3 +789,45 @@ stored_request_size_is_bounded(_) ->
     Req = wait(B, is_presence(<<"subscribe">>)),
     ?assertEqual(<<"big">>, throng_xml:attr(<<"id">>, Req)),
     ?assertEqual([<<"nick">>], [N || #xmlel{name = N} <- Req#xmlel.children]).
+
+%%% Directed presence, bounded (limits.directed_presence_max)
+
+%% With a bound of 2: presence to a third new entity is not sent and the
+%% client gets policy-violation; presence again to one already counted, or
+%% after an unavailable freed a place, goes; those counted still get
+%% unavailable presence when the session ends (RFC 6121 §4.6.3).
+directed_presence_is_bounded(_) ->
+    C = online(<<"carol">>, <<"c">>),
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"carol@localhost/c">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost/b">>}])),
+    E = wait(A, is_presence(<<"error">>)),
+    error_cond(E, <<"policy-violation">>),
+    ?assertEqual(<<"bob@localhost/b">>, throng_xml:attr(<<"from">>, E)),
+    ?C:expect_nothing(B, 300),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"carol@localhost/c">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}, {<<"type">>, <<"unavailable">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost/b">>}])),
+    _ = wait(B, is_presence(undefined, <<"alice@localhost/a">>)),
+    sync(A),
+    ?C:expect_nothing(A, 0),
+    ?C:close(A),
+    _ = wait(B, is_presence(<<"unavailable">>, <<"alice@localhost/a">>)),
+    _ = wait(C, is_presence(<<"unavailable">>, <<"alice@localhost/a">>)).
+
+%% A session that sent directed presence and then went unavailable to those
+%% entities keeps no more state than before (the idle case costs nothing).
+directed_presence_state_returns_to_empty(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    Pid = throng_sm:lookup(#jid{user = <<"alice">>, server = <<"localhost">>, resource = <<"a">>}),
+    Size = fun() -> {_, D} = sys:get_state(Pid), erts_debug:flat_size(D) end,
+    Before = Size(),
+    Targets = [<<"t", (integer_to_binary(N))/binary, "@localhost">> || N <- lists:seq(1, 50)],
+    [?C:send(A, ?C:presence([{<<"to">>, T}])) || T <- Targets],
+    sync(A),
+    ?assert(Size() > Before),
+    [?C:send(A, ?C:presence([{<<"to">>, T}, {<<"type">>, <<"unavailable">>}])) || T <- Targets],
+    sync(A),
+    ?assertEqual(Before, Size()).

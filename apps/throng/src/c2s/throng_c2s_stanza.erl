@@ -157,7 +157,7 @@ presence_broadcast(El, JID, D) ->
                 undefined -> ok;
                 _ -> throng_presence:unavailable(JID, P, D#d.directed)
             end,
-            {next, session, D#d{prio = undefined, directed = []}};
+            {next, session, D#d{prio = undefined, directed = throng_directed:new()}};
         <<"error">> ->
             {next, session, D};
         _ ->
@@ -193,13 +193,11 @@ presence_to(El, JID, To, D) ->
                     throng_router:bounce(JID, To, El, 'internal-server-error')
             end,
             {next, session, D};
-        T when T =:= <<>>; T =:= <<"unavailable">> ->
+        <<>> ->
+            directed_available(El, JID, To, D);
+        <<"unavailable">> ->
             throng_router:route(JID, To, strip(El)),
-            Directed = lists:delete(To, D#d.directed),
-            {next, session, D#d{directed = case T of
-                                               <<>> -> [To | Directed];
-                                               _ -> Directed
-                                           end}};
+            {next, session, D#d{directed = throng_directed:remove(To, D#d.directed)}};
         <<"probe">> ->
             {next, session, D};
         <<"error">> ->
@@ -207,6 +205,21 @@ presence_to(El, JID, To, D) ->
             {next, session, D};
         _ ->
             reply(throng_stanza:error_reply(El, 'bad-request'), D)
+    end.
+
+%% Directed available presence (RFC 6121 §4.6): the target is remembered,
+%% to be sent unavailable presence when this session becomes unavailable.
+%% Past limits.directed_presence_max targets, presence to a new one is not
+%% sent (it could not be withdrawn) and the client gets policy-violation.
+directed_available(El, JID, To, D) ->
+    case throng_directed:add(To, D#d.directed, throng_config:get([limits, directed_presence_max])) of
+        {ok, Directed} ->
+            throng_router:route(JID, To, strip(El)),
+            {next, session, D#d{directed = Directed}};
+        full ->
+            logger:info(#{what => directed_presence_limit, jid => throng_jid:to_binary(JID)}),
+            reply(throng_stanza:error_reply(El, 'policy-violation',
+                                            <<"too many directed presence targets">>), D)
     end.
 
 %%% Stanzas routed to this session

@@ -93,13 +93,21 @@ update(User, El) ->
 
 %% @doc The resource becomes unavailable: subscribers, the user's other
 %% resources and every entity it sent directed presence to are told.
--spec unavailable(#jid{}, #xmlel{}, [#jid{}]) -> ok.
+-spec unavailable(#jid{}, #xmlel{}, throng_directed:set()) -> ok.
 unavailable(User, El, Directed) ->
     Subscribers = subscribers(User),
     broadcast(User, El, Subscribers, false),
+    directed_unavailable(User, El, throng_directed:to_list(Directed), Subscribers).
+
+%% Those that got directed presence and are not subscribers (who had the
+%% broadcast): one lookup each, not a scan of the subscribers.
+directed_unavailable(_User, _El, [], _Subscribers) ->
+    ok;
+directed_unavailable(User, El, Directed, Subscribers) ->
+    Subscribed = maps:from_keys(Subscribers, []),
     [throng_router:route(User, J, El)
      || J <- Directed, throng_router:is_local(J#jid.server),
-        not lists:member({J#jid.user, J#jid.server}, Subscribers)],
+        not is_map_key({J#jid.user, J#jid.server}, Subscribed)],
     ok.
 
 %% @doc Sends the current presence of each of User's available resources to
