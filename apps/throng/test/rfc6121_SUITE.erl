@@ -36,11 +36,17 @@ all() ->
      roster_get_of_other_user_forbidden, roster_set_of_other_user_forbidden,
      stored_subscription_request_is_complete, stored_request_forgotten_when_answered,
      stored_request_forgotten_with_account, stored_request_size_is_bounded,
-     directed_presence_is_bounded, directed_presence_state_returns_to_empty].
+     directed_presence_is_bounded, directed_presence_state_returns_to_empty,
+     roster_item_count_is_bounded, roster_item_size_is_bounded].
 
 init_per_testcase(TC, Config) ->
     Overrides = case TC of
                     offline_limit -> #{modules => #{offline => #{max_messages => 2}}};
+                    roster_item_count_is_bounded ->
+                        #{limits => #{roster_max_items => 2}};
+                    roster_item_size_is_bounded ->
+                        #{limits => #{roster_max_name_bytes => 16, roster_max_groups => 2,
+                                      roster_max_item_bytes => 40}};
                     directed_presence_is_bounded ->
                         #{limits => #{directed_presence_max => 2}};
                     stored_request_size_is_bounded ->
@@ -831,3 +837,54 @@ directed_presence_state_returns_to_empty(_) ->
     [?C:send(A, ?C:presence([{<<"to">>, T}, {<<"type">>, <<"unavailable">>}])) || T <- Targets],
     sync(A),
     ?assertEqual(Before, Size()).
+
+%%% Rosters, bounded (limits.roster_*)
+
+roster_set(C, JID, Name, Groups) ->
+    Item = #xmlel{name = <<"item">>, attrs = [{<<"jid">>, JID}, {<<"name">>, Name}],
+                  children = [#xmlel{name = <<"group">>, children = [{xmlcdata, G}]} || G <- Groups]},
+    R = ?C:iq(C, <<"set">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}],
+                                    children = [Item]}),
+    case throng_xml:attr(<<"type">>, R) of
+        <<"result">> -> ok;
+        <<"error">> -> R
+    end.
+
+%% With roster_max_items 2: a roster set adding a third item gets
+%% policy-violation (the operator's policy, RFC 6120 §8.3.3.12; the item
+%% itself is acceptable); existing items can still change. An outbound
+%% subscribe that would add an item is refused the same way, and an inbound
+%% request that would add one is not kept: its sender gets a presence error
+%% and the user is not bothered.
+roster_item_count_is_bounded(_) ->
+    throng_ct:register(<<"dave">>, <<"password">>),
+    A = online(<<"alice">>, <<"a">>),
+    ok = roster_set(A, <<"bob@localhost">>, <<"Bob">>, []),
+    ok = roster_set(A, <<"carol@localhost">>, <<"Carol">>, []),
+    error_cond(roster_set(A, <<"eve@localhost">>, <<"Eve">>, []), <<"policy-violation">>),
+    ok = roster_set(A, <<"bob@localhost">>, <<"Robert">>, [<<"Friends">>]),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"eve@localhost">>}, {<<"type">>, <<"subscribe">>}])),
+    E = wait(A, is_presence(<<"error">>)),
+    error_cond(E, <<"policy-violation">>),
+    D = online(<<"dave">>, <<"d">>),
+    ?C:send(D, ?C:presence([{<<"to">>, <<"alice@localhost">>}, {<<"type">>, <<"subscribe">>}])),
+    error_cond(wait(D, is_presence(<<"error">>)), <<"policy-violation">>),
+    sync(A),
+    ?C:expect_nothing(A, 300),
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"dave">>)),
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"eve">>)),
+    ?assertEqual(2, length(element(2, throng_storage:roster_get(<<"alice">>, <<"localhost">>)))).
+
+%% RFC 6121 §2.3.3: a name or group longer than the server's limit is
+%% not-acceptable; so are more groups than roster_max_groups and an item
+%% whose name and groups together pass roster_max_item_bytes (16, 2, 40 here).
+roster_item_size_is_bounded(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    B = <<"bob@localhost">>,
+    L17 = binary:copy(<<"n">>, 17),
+    L16 = binary:copy(<<"n">>, 16),
+    [error_cond(roster_set(A, B, Name, Groups), <<"not-acceptable">>)
+     || {Name, Groups} <- [{L17, []}, {<<"Bob">>, [L17]}, {<<"Bob">>, [<<"a">>, <<"b">>, <<"c">>]},
+                           {L16, [L16, <<"m", (binary:copy(<<"n">>, 15))/binary>>]}]],
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"bob">>)),
+    ok = roster_set(A, B, binary:copy(<<"n">>, 10), [binary:copy(<<"g">>, 10), binary:copy(<<"h">>, 10)]).

@@ -21,8 +21,6 @@
 -type ask() :: none | out | in | both.
 -export_type([subscription/0, ask/0]).
 
--define(MAX_NAME, 1024).
--define(MAX_GROUPS, 64).
 
 %% @doc Built-in handlers (see throng_ext:builtin/0): subscription stanzas
 %% routed to a local user are handled here, before the presence handler.
@@ -99,35 +97,55 @@ parse_item(Item) ->
         {ok, #jid{resource = <<>>} = J} ->
             Name = throng_xml:attr(<<"name">>, Item, <<>>),
             Groups = [throng_xml:cdata(G) || #xmlel{name = <<"group">>} = G <- throng_xml:subels(Item)],
-            Remove = throng_xml:attr(<<"subscription">>, Item) =:= <<"remove">>,
-            if
-                byte_size(Name) > ?MAX_NAME -> {error, 'not-acceptable'};
-                length(Groups) > ?MAX_GROUPS -> {error, 'not-acceptable'};
-                Remove -> {ok, J, remove};
-                true ->
-                    case lists:member(<<>>, Groups) of
-                        true -> {error, 'not-acceptable'};
-                        false ->
-                            case length(lists:usort(Groups)) =:= length(Groups) of
-                                true -> {ok, J, {Name, Groups}};
-                                false -> {error, 'bad-request'}
-                            end
-                    end
+            case throng_xml:attr(<<"subscription">>, Item) =:= <<"remove">> of
+                true -> {ok, J, remove};
+                false -> check_item(J, Name, Groups)
             end;
         {ok, _} -> {error, 'bad-request'};
         error -> {error, 'jid-malformed'}
     end.
 
+%% RFC 6121 §2.3.3: not-acceptable for a name or group longer than the
+%% server's limit and for an empty group; bad-request for a duplicate group.
+%% The number of groups and the bytes of the whole item are bounded the same
+%% way (limits.roster_*): together with the number of items they bound a
+%% roster and every roster result.
+check_item(J, Name, Groups) ->
+    #{roster_max_name_bytes := MaxName, roster_max_groups := MaxGroups,
+      roster_max_item_bytes := MaxItem} = throng_config:get([limits]),
+    Bytes = byte_size(Name) + lists:sum([byte_size(G) || G <- Groups]),
+    TooLong = byte_size(Name) > MaxName orelse lists:any(fun(G) -> byte_size(G) > MaxName end, Groups),
+    if
+        TooLong; length(Groups) > MaxGroups; Bytes > MaxItem -> {error, 'not-acceptable'};
+        true ->
+            case lists:member(<<>>, Groups) of
+                true -> {error, 'not-acceptable'};
+                false ->
+                    case length(lists:usort(Groups)) =:= length(Groups) of
+                        true -> {ok, J, {Name, Groups}};
+                        false -> {error, 'bad-request'}
+                    end
+            end
+    end.
+
+%% Whether the user's roster can take Contact: it is there already, or the
+%% roster has fewer than limits.roster_max_items items. Read before the
+%% write, outside its transaction: concurrent additions (the user's own
+%% sessions, requests arriving at the same moment) can pass it by a few.
+room_for(U, S, Contact) ->
+    case throng_storage:roster_get_item(U, S, Contact) of
+        #roster_item{} -> true;
+        undefined ->
+            {_Ver, Items} = throng_storage:roster_get(U, S),
+            length(Items) < throng_config:get([limits, roster_max_items])
+    end.
+
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS}, {Name, Groups}) ->
     Contact = {CU, CS},
-    {ok, Old, New, Ver} =
-        throng_storage:roster_update(
-          U, S, Contact,
-          fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
-             (Old0) -> {set, Old0#roster_item{name = Name, groups = Groups}}
-          end),
-    push(User, Old, New, Ver),
-    throng_stanza:iq_result(IQ);
+    case room_for(U, S, Contact) of
+        true -> update_item(User, IQ, Contact, Name, Groups);
+        false -> throng_stanza:error_reply(IQ, 'policy-violation', <<"the roster is full">>)
+    end;
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C, remove) ->
     Contact = {CU, CS},
     case throng_storage:roster_update(U, S, Contact, fun(_) -> delete end) of
@@ -149,6 +167,16 @@ set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C
             throng_stanza:iq_result(IQ)
     end.
 
+update_item(#jid{user = U, server = S} = User, IQ, Contact, Name, Groups) ->
+    {ok, Old, New, Ver} =
+        throng_storage:roster_update(
+          U, S, Contact,
+          fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
+             (Old0) -> {set, Old0#roster_item{name = Name, groups = Groups}}
+          end),
+    push(User, Old, New, Ver),
+    throng_stanza:iq_result(IQ).
+
 %%% Subscription stanzas
 
 %% @doc The user's session sends a subscription stanza (subscribe,
@@ -158,6 +186,13 @@ outbound(#jid{user = U, server = S} = User, To, El) ->
     Event = event(El),
     Contact = throng_jid:bare(To),
     CUS = {Contact#jid.user, Contact#jid.server},
+    %% A subscribe or a pre-approval creates an item when there is none.
+    case (Event =/= subscribe andalso Event =/= subscribed) orelse room_for(U, S, CUS) of
+        true -> outbound(User, Contact, CUS, Event, El);
+        false -> throng_router:bounce(User, To, El, 'policy-violation')
+    end.
+
+outbound(#jid{user = U, server = S} = User, Contact, CUS, Event, El) ->
     {ok, Old, New, Ver} =
         throng_storage:roster_update(U, S, CUS, transition(outbound, Event, CUS)),
     {_, Action} = throng_roster_sub:outbound(Event, state_of(Old)),
@@ -191,10 +226,16 @@ inbound(From, #jid{user = U, server = S} = To, El) ->
     end.
 
 inbound_existing(From, #jid{user = U, server = S} = To, El) ->
-    Event = event(El),
     Contact = throng_jid:bare(From),
-    User = throng_jid:bare(To),
     CUS = {Contact#jid.user, Contact#jid.server},
+    %% Only a request creates an item (Pending In); past the roster limit it
+    %% is not kept, and its sender learns so.
+    case event(El) =/= subscribe orelse room_for(U, S, CUS) of
+        true -> inbound_existing(Contact, throng_jid:bare(To), CUS, event(El), El);
+        false -> throng_router:bounce(From, To, El, 'policy-violation')
+    end.
+
+inbound_existing(Contact, #jid{user = U, server = S} = User, CUS, Event, El) ->
     {ok, Old, New, Ver} =
         throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
     {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
