@@ -8,8 +8,10 @@
 -include("throng.hrl").
 
 -export([new/0, add/3, remove/2, to_list/1, size/1]).
+%% API used by tests (throng_directed_tests).
+-ignore_xref([{size, 1}]).
 
--opaque set() :: [] | #{#jid{} => []}.
+-type set() :: [] | #{#jid{} => []}.
 -export_type([set/0]).
 
 -spec new() -> set().

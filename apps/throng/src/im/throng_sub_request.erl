@@ -18,7 +18,7 @@
 
 -include("throng.hrl").
 
--export([store/4, get/3, delete/3, remove_user/2, bound/2]).
+-export([store/4, get/3, delete/3, remove_user/2]).
 
 -define(BUCKET, sub_request).
 
@@ -58,9 +58,8 @@ remove_user(U, S) ->
                      (_) -> ok
                   end, throng_storage:kv_keys(?BUCKET)).
 
-%% @doc The stanza with as many of its children, in order, as keep its
+%% The stanza with as many of its children, in order, as keep its
 %% serialized size within Max bytes (the element itself is always kept).
--spec bound(#xmlel{}, pos_integer()) -> #xmlel{}.
 bound(#xmlel{children = Children} = El, Max) ->
     Base = iolist_size(throng_xml:to_iolist(El#xmlel{children = []})) + closing(El),
     El#xmlel{children = fit(Children, Max - Base)}.
