@@ -24,7 +24,7 @@ all() ->
      stanza_before_bind, from_is_stamped, spoofed_from_is_rejected,
      iq_without_id_is_bad_request, unknown_iq_service_unavailable,
      malformed_to_jid, remote_domain_not_found, unsupported_stanza_type,
-     legacy_session_iq].
+     legacy_session_iq, foreign_namespace_stanza, prefixed_stanza, client_namespace_explicit].
 
 init_per_suite(Config) ->
     Config.
@@ -338,3 +338,39 @@ password_saslprepped_at_registration(_Config) ->
     C2 = ?C:connect(#{}),
     _ = ?C:open_stream(C2),
     ?assertEqual(ok, ?C:auth_scram(C2, <<"dave">>, <<"password">>, sha256)).
+
+%% RFC 6120 §4.9.3.22 unsupported-stanza-type: "The initiating entity has
+%% sent a first-level child of the stream that is not supported by the
+%% server, either because the receiving entity does not understand the
+%% namespace or because [it] does not understand the element name for the
+%% applicable namespace". A <message/> qualified by another namespace than
+%% jabber:client is not a message stanza: it is not routed.
+foreign_namespace_stanza(_) ->
+    B = ?C:login(<<"bob">>, <<"password">>, <<"b">>),
+    A = ?C:login(<<"alice">>, <<"password">>, <<"a">>),
+    ?C:send(A, <<"<message xmlns='urn:x' to='bob@localhost/b'><body>x</body></message>">>),
+    ?assertEqual(<<"unsupported-stanza-type">>, ?C:closed(A, 5000)),
+    ?C:expect_nothing(B, 300).
+
+%% RFC 6120 §4.9.3.2 bad-namespace-prefix: "The entity has sent a namespace
+%% prefix that is unsupported"; §4.8.5: elements qualified by the content
+%% namespace carry no prefix. A prefixed first-level element (declared or
+%% not) ends the stream with bad-namespace-prefix and is not routed.
+prefixed_stanza(_) ->
+    B = ?C:login(<<"bob">>, <<"password">>, <<"b">>),
+    [begin
+         A = ?C:login(<<"alice">>, <<"password">>, R),
+         ?C:send(A, Bytes),
+         ?assertEqual(<<"bad-namespace-prefix">>, ?C:closed(A, 5000))
+     end || {R, Bytes} <- [{<<"a1">>, <<"<foo:message to='bob@localhost/b'><foo:body>x</foo:body></foo:message>">>},
+                           {<<"a2">>, <<"<c:message xmlns:c='jabber:client' to='bob@localhost/b'>"
+                                       "<c:body>x</c:body></c:message>">>}]],
+    ?C:expect_nothing(B, 300).
+
+%% A stanza that names jabber:client itself is a stanza like any other.
+client_namespace_explicit(_) ->
+    B = ?C:login(<<"bob">>, <<"password">>, <<"b">>),
+    A = ?C:login(<<"alice">>, <<"password">>, <<"a">>),
+    ?C:send(A, <<"<message xmlns='jabber:client' to='bob@localhost/b' type='chat'><body>x</body></message>">>),
+    M = ?C:recv_stanza(B),
+    ?assertEqual(<<"x">>, throng_xml:subel_cdata(M, <<"body">>)).

@@ -28,11 +28,29 @@ all() ->
      negative_priority_gets_no_bare_messages, full_jid_fallback_to_bare,
      message_to_nonexistent_user, groupchat_to_user_is_error, headline_to_offline_dropped,
      message_without_to_goes_to_own_bare, iq_to_unknown_full_jid,
-     offline_storage_with_delay, offline_not_before_initial_presence, offline_limit].
+     offline_storage_with_delay, offline_not_before_initial_presence, offline_limit,
+     presence_to_bare_jid_keeps_to, stored_subscription_request_keeps_to,
+     error_message_to_bare_jid_ignored, error_message_to_unavailable_full_jid_ignored,
+     error_message_to_offline_user_ignored, normal_message_to_unavailable_full_jid_is_error,
+     headline_to_unavailable_full_jid_dropped, groupchat_to_unavailable_full_jid_is_error,
+     roster_get_of_other_user_forbidden, roster_set_of_other_user_forbidden,
+     stored_subscription_request_is_complete, stored_request_forgotten_when_answered,
+     stored_request_forgotten_with_account, stored_request_size_is_bounded,
+     directed_presence_is_bounded, directed_presence_state_returns_to_empty,
+     roster_item_count_is_bounded, roster_item_size_is_bounded].
 
 init_per_testcase(TC, Config) ->
     Overrides = case TC of
                     offline_limit -> #{modules => #{offline => #{max_messages => 2}}};
+                    roster_item_count_is_bounded ->
+                        #{limits => #{roster_max_items => 2}};
+                    roster_item_size_is_bounded ->
+                        #{limits => #{roster_max_name_bytes => 16, roster_max_groups => 2,
+                                      roster_max_item_bytes => 40}};
+                    directed_presence_is_bounded ->
+                        #{limits => #{directed_presence_max => 2}};
+                    stored_request_size_is_bounded ->
+                        #{limits => #{subscription_request_max_bytes => 512}};
                     _ -> #{}
                 end,
     throng_ct:start(Config, Overrides),
@@ -288,11 +306,20 @@ subscribe_when_already_subscribed(_) ->
     ?assertMatch(#roster_item{subscription = both, ask = none}, item_of(<<"alice">>, <<"bob">>)),
     ?assertMatch(#roster_item{subscription = both, ask = none}, item_of(<<"bob">>, <<"alice">>)).
 
+%% RFC 6121 §8.5.1: "For a presence stanza of type "subscribe", "subscribed",
+%% "unsubscribe", or "unsubscribed", the server MUST silently ignore the stanza"
+%% when the local account does not exist (an answer would reveal which accounts exist).
 subscribe_to_nonexistent_user(_) ->
     A = online(<<"alice">>, <<"a">>),
     ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}, {<<"type">>, <<"subscribe">>}])),
-    R = wait(A, is_presence(<<"unsubscribed">>)),
-    ?assertEqual(<<"ghost@localhost">>, throng_xml:attr(<<"from">>, R)).
+    [?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}, {<<"type">>, T}]))
+     || T <- [<<"subscribed">>, <<"unsubscribe">>, <<"unsubscribed">>, <<"probe">>]],
+    ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost/r">>}])),
+    %% A ping after them: its result comes back, and nothing came before it.
+    R = ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]},
+              [{<<"to">>, <<"localhost">>}]),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
+    ?C:expect_nothing(A, 300).
 
 unsubscribe_stops_presence(_) ->
     mutual(<<"alice">>, <<"bob">>),
@@ -553,3 +580,311 @@ offline_limit(_) ->
     error_cond(E, <<"service-unavailable">>),
     ?assertEqual(<<"3">>, throng_xml:subel_cdata(E, <<"body">>)),
     ?assertEqual(2, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+
+%%% RFC 6121 §8.5: addressing and message types
+
+%% §8.5.2.1.2: presence to a bare JID goes to every available resource and
+%% "the server MUST NOT rewrite the 'to' attribute".
+presence_to_bare_jid_keeps_to(_) ->
+    C1 = online(<<"carol">>, <<"one">>),
+    C2 = online(<<"carol">>, <<"two">>),
+    ?C:flush(C1),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"carol@localhost">>}])),
+    [?assertEqual({<<"alice@localhost/a">>, <<"carol@localhost">>},
+                  {throng_xml:attr(<<"from">>, P), throng_xml:attr(<<"to">>, P)})
+     || C <- [C1, C2], P <- [wait(C, is_presence(undefined, <<"alice@localhost/a">>))]].
+
+%% §3.1.3 and §8.5.2.1.2: a request kept for an offline contact is delivered
+%% at its next available presence addressed as it was sent, to the bare JID.
+stored_subscription_request_keeps_to(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost">>}, {<<"type">>, <<"subscribe">>}])),
+    timer:sleep(200),
+    B = login(<<"bob">>, <<"b">>),
+    ?C:send(B, ?C:presence([])),
+    Req = wait(B, is_presence(<<"subscribe">>)),
+    ?assertEqual({<<"alice@localhost">>, <<"bob@localhost">>},
+                 {throng_xml:attr(<<"from">>, Req), throng_xml:attr(<<"to">>, Req)}).
+
+error_msg(To) ->
+    #xmlel{name = <<"message">>, attrs = [{<<"to">>, To}, {<<"type">>, <<"error">>}],
+           children = [#xmlel{name = <<"error">>, attrs = [{<<"type">>, <<"cancel">>}],
+                              children = [#xmlel{name = <<"item-not-found">>,
+                                                 attrs = [{<<"xmlns">>, ?NS_STANZAS}]}]}]}.
+
+%% Sends a ping to the server and waits for its result: every stanza the
+%% client sent before it has been routed by then.
+sync(C) ->
+    R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]},
+              [{<<"to">>, <<"localhost">>}]),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
+
+%% §8.5.2.1.1: "For a message stanza of type "error", the server MUST
+%% silently ignore the message" (bare JID, available resources).
+error_message_to_bare_jid_ignored(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, error_msg(<<"bob@localhost">>)),
+    sync(A),
+    ?C:expect_nothing(B, 300),
+    ?C:expect_nothing(A, 0).
+
+%% §8.5.3.2.1: an error message to a full JID with no such resource is
+%% silently ignored, also when the user has other resources.
+error_message_to_unavailable_full_jid_ignored(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, error_msg(<<"bob@localhost/gone">>)),
+    sync(A),
+    ?C:expect_nothing(B, 300),
+    ?C:expect_nothing(A, 0).
+
+%% §8.5.2.2.1 and §8.5.3.2.1: with no resource at all, an error message is
+%% silently ignored: not stored offline, not answered.
+error_message_to_offline_user_ignored(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, error_msg(<<"bob@localhost">>)),
+    ?C:send(A, error_msg(<<"bob@localhost/gone">>)),
+    sync(A),
+    ?C:expect_nothing(A, 300),
+    ?assertEqual(0, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+
+%% §8.5.3.2.1: "For a message stanza of type "normal", "groupchat", or
+%% "headline", the server MUST either (a) silently ignore the stanza or (b)
+%% return an error stanza to the sender, which SHOULD be
+%% <service-unavailable/>": only "chat" goes to the other resources. Throng
+%% answers normal (and a message with no type, which is normal) with the error.
+normal_message_to_unavailable_full_jid_is_error(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:message(<<"bob@localhost/gone">>, <<"normal">>, <<"n">>)),
+    E = wait(A, fun(El) -> El#xmlel.name =:= <<"message">> end),
+    error_cond(E, <<"service-unavailable">>),
+    ?C:send(A, #xmlel{name = <<"message">>, attrs = [{<<"to">>, <<"bob@localhost/gone">>}],
+                      children = [#xmlel{name = <<"body">>, children = [{xmlcdata, <<"x">>}]}]}),
+    E2 = wait(A, fun(El) -> El#xmlel.name =:= <<"message">> end),
+    error_cond(E2, <<"service-unavailable">>),
+    ?C:expect_nothing(B, 300),
+    %% And with no resource at all: an error too, not offline storage.
+    ?C:close(B),
+    timer:sleep(200),
+    ?C:send(A, ?C:message(<<"bob@localhost/gone">>, <<"normal">>, <<"n">>)),
+    error_cond(wait(A, fun(El) -> El#xmlel.name =:= <<"message">> end), <<"service-unavailable">>),
+    ?assertEqual(0, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})).
+
+%% §8.5.3.2.1: a headline to a full JID with no such resource is silently
+%% ignored (Throng's choice of the two the RFC allows): no error, no delivery.
+headline_to_unavailable_full_jid_dropped(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:message(<<"bob@localhost/gone">>, <<"headline">>, <<"h">>)),
+    sync(A),
+    ?C:expect_nothing(B, 300),
+    ?C:expect_nothing(A, 0).
+
+%% §8.5.3.2.1: a groupchat message to a full JID with no such resource gets
+%% service-unavailable and is not delivered to the other resources.
+groupchat_to_unavailable_full_jid_is_error(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:message(<<"bob@localhost/gone">>, <<"groupchat">>, <<"g">>)),
+    error_cond(wait(A, fun(El) -> El#xmlel.name =:= <<"message">> end), <<"service-unavailable">>),
+    ?C:expect_nothing(B, 300).
+
+%% RFC 6121 §2.1.5 and §2.3.3: only the account's own resources may read or
+%% change its roster; a roster get or set addressed to another user's bare
+%% JID gets <forbidden/> (not service-unavailable).
+roster_get_of_other_user_forbidden(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    R = ?C:iq(A, <<"get">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}]},
+              [{<<"to">>, <<"bob@localhost">>}]),
+    error_cond(R, <<"forbidden">>),
+    ?assertEqual(<<"bob@localhost">>, throng_xml:attr(<<"from">>, R)).
+
+roster_set_of_other_user_forbidden(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    Item = #xmlel{name = <<"item">>, attrs = [{<<"jid">>, <<"carol@localhost">>}]},
+    R = ?C:iq(A, <<"set">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}],
+                                    children = [Item]},
+              [{<<"to">>, <<"bob@localhost">>}]),
+    error_cond(R, <<"forbidden">>),
+    ?assertEqual(undefined, item_of(<<"bob">>, <<"carol">>)).
+
+%%% Stored subscription requests (RFC 6121 §3.1.3)
+
+subscribe_el(To, Id, Children) ->
+    #xmlel{name = <<"presence">>,
+           attrs = [{<<"to">>, To}, {<<"type">>, <<"subscribe">>}, {<<"id">>, Id}],
+           children = Children}.
+
+nick(N) ->
+    #xmlel{name = <<"nick">>, attrs = [{<<"xmlns">>, <<"http://jabber.org/protocol/nick">>}],
+           children = [{xmlcdata, N}]}.
+
+status(T) ->
+    #xmlel{name = <<"status">>, children = [{xmlcdata, T}]}.
+
+%% "the contact's server MUST keep a record of the complete presence stanza
+%% comprising the subscription request, including any extended content
+%% contained therein": id, status and nick come at login, every login until
+%% it is answered.
+stored_subscription_request_is_complete(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, subscribe_el(<<"bob@localhost">>, <<"sub-1">>, [status(<<"Hi, it's Alice">>),
+                                                                 nick(<<"Ally">>)])),
+    sync(A),
+    [begin
+         B = login(<<"bob">>, R),
+         ?C:send(B, ?C:presence([])),
+         Req = wait(B, is_presence(<<"subscribe">>)),
+         ?assertEqual(<<"sub-1">>, throng_xml:attr(<<"id">>, Req)),
+         ?assertEqual(<<"Hi, it's Alice">>, throng_xml:subel_cdata(Req, <<"status">>)),
+         ?assertEqual(<<"Ally">>, throng_xml:cdata(
+                                    throng_xml:subel(Req, <<"nick">>,
+                                                     <<"http://jabber.org/protocol/nick">>))),
+         ?C:close(B),
+         timer:sleep(200)
+     end || R <- [<<"first">>, <<"second">>]].
+
+%% Approved (or denied) requests are not kept: the stanza goes with the
+%% Pending In state, and the next login brings no request.
+stored_request_forgotten_when_answered(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, subscribe_el(<<"bob@localhost">>, <<"s1">>, [nick(<<"Ally">>)])),
+    ?C:send(A, subscribe_el(<<"carol@localhost">>, <<"s2">>, [nick(<<"Ally">>)])),
+    sync(A),
+    ?assertEqual(2, length(throng_storage:kv_keys(sub_request))),
+    B = online(<<"bob">>, <<"b">>),
+    ?C:send(B, ?C:presence([{<<"to">>, <<"alice@localhost">>}, {<<"type">>, <<"subscribed">>}])),
+    C = online(<<"carol">>, <<"c">>),
+    ?C:send(C, ?C:presence([{<<"to">>, <<"alice@localhost">>}, {<<"type">>, <<"unsubscribed">>}])),
+    sync(B), sync(C),
+    ?assertEqual([], throng_storage:kv_keys(sub_request)),
+    ?C:close(B),
+    timer:sleep(200),
+    B2 = login(<<"bob">>, <<"again">>),
+    ?C:send(B2, ?C:presence([])),
+    wait(B2, is_presence(undefined, <<"bob@localhost/again">>)),
+    ?C:expect_nothing(B2, 300).
+
+%% A removed account's waiting requests are removed with it.
+stored_request_forgotten_with_account(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, subscribe_el(<<"bob@localhost">>, <<"s1">>, [])),
+    ?C:send(A, subscribe_el(<<"carol@localhost">>, <<"s2">>, [])),
+    sync(A),
+    ok = throng_auth:unregister(<<"bob">>, <<"localhost">>),
+    ?assertEqual([{<<"carol">>, <<"localhost">>, {<<"alice">>, <<"localhost">>}}],
+                 throng_storage:kv_keys(sub_request)).
+
+%% A request larger than subscription_request_max_bytes (512 here) is kept
+%% without the children past the limit: the request, its id and the first
+%% children still come at login.
+stored_request_size_is_bounded(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    Big = #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, <<"urn:big">>}],
+                 children = [{xmlcdata, binary:copy(<<"z">>, 2000)}]},
+    ?C:send(A, subscribe_el(<<"bob@localhost">>, <<"big">>, [nick(<<"Ally">>), Big, status(<<"s">>)])),
+    sync(A),
+    {ok, Kept} = throng_storage:kv_get(sub_request, {<<"bob">>, <<"localhost">>,
+                                                     {<<"alice">>, <<"localhost">>}}),
+    ?assert(byte_size(throng_xml:to_binary(Kept)) =< 512),
+    B = login(<<"bob">>, <<"b">>),
+    ?C:send(B, ?C:presence([])),
+    Req = wait(B, is_presence(<<"subscribe">>)),
+    ?assertEqual(<<"big">>, throng_xml:attr(<<"id">>, Req)),
+    ?assertEqual([<<"nick">>], [N || #xmlel{name = N} <- Req#xmlel.children]).
+
+%%% Directed presence, bounded (limits.directed_presence_max)
+
+%% With a bound of 2: presence to a third new entity is not sent and the
+%% client gets policy-violation; presence again to one already counted, or
+%% after an unavailable freed a place, goes; those counted still get
+%% unavailable presence when the session ends (RFC 6121 §4.6.3).
+directed_presence_is_bounded(_) ->
+    C = online(<<"carol">>, <<"c">>),
+    B = online(<<"bob">>, <<"b">>),
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"carol@localhost/c">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost/b">>}])),
+    E = wait(A, is_presence(<<"error">>)),
+    error_cond(E, <<"policy-violation">>),
+    ?assertEqual(<<"bob@localhost/b">>, throng_xml:attr(<<"from">>, E)),
+    ?C:expect_nothing(B, 300),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"carol@localhost/c">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"ghost@localhost">>}, {<<"type">>, <<"unavailable">>}])),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost/b">>}])),
+    _ = wait(B, is_presence(undefined, <<"alice@localhost/a">>)),
+    sync(A),
+    ?C:expect_nothing(A, 0),
+    ?C:close(A),
+    _ = wait(B, is_presence(<<"unavailable">>, <<"alice@localhost/a">>)),
+    _ = wait(C, is_presence(<<"unavailable">>, <<"alice@localhost/a">>)).
+
+%% A session that sent directed presence and then went unavailable to those
+%% entities keeps no more state than before (the idle case costs nothing).
+directed_presence_state_returns_to_empty(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    Pid = throng_sm:lookup(#jid{user = <<"alice">>, server = <<"localhost">>, resource = <<"a">>}),
+    Size = fun() -> {_, D} = sys:get_state(Pid), erts_debug:flat_size(D) end,
+    Before = Size(),
+    Targets = [<<"t", (integer_to_binary(N))/binary, "@localhost">> || N <- lists:seq(1, 50)],
+    [?C:send(A, ?C:presence([{<<"to">>, T}])) || T <- Targets],
+    sync(A),
+    ?assert(Size() > Before),
+    [?C:send(A, ?C:presence([{<<"to">>, T}, {<<"type">>, <<"unavailable">>}])) || T <- Targets],
+    sync(A),
+    ?assertEqual(Before, Size()).
+
+%%% Rosters, bounded (limits.roster_*)
+
+roster_set(C, JID, Name, Groups) ->
+    Item = #xmlel{name = <<"item">>, attrs = [{<<"jid">>, JID}, {<<"name">>, Name}],
+                  children = [#xmlel{name = <<"group">>, children = [{xmlcdata, G}]} || G <- Groups]},
+    R = ?C:iq(C, <<"set">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}],
+                                    children = [Item]}),
+    case throng_xml:attr(<<"type">>, R) of
+        <<"result">> -> ok;
+        <<"error">> -> R
+    end.
+
+%% With roster_max_items 2: a roster set adding a third item gets
+%% policy-violation (the operator's policy, RFC 6120 §8.3.3.12; the item
+%% itself is acceptable); existing items can still change. An outbound
+%% subscribe that would add an item is refused the same way, and an inbound
+%% request that would add one is not kept: its sender gets a presence error
+%% and the user is not bothered.
+roster_item_count_is_bounded(_) ->
+    throng_ct:register(<<"dave">>, <<"password">>),
+    A = online(<<"alice">>, <<"a">>),
+    ok = roster_set(A, <<"bob@localhost">>, <<"Bob">>, []),
+    ok = roster_set(A, <<"carol@localhost">>, <<"Carol">>, []),
+    error_cond(roster_set(A, <<"eve@localhost">>, <<"Eve">>, []), <<"policy-violation">>),
+    ok = roster_set(A, <<"bob@localhost">>, <<"Robert">>, [<<"Friends">>]),
+    ?C:send(A, ?C:presence([{<<"to">>, <<"eve@localhost">>}, {<<"type">>, <<"subscribe">>}])),
+    E = wait(A, is_presence(<<"error">>)),
+    error_cond(E, <<"policy-violation">>),
+    D = online(<<"dave">>, <<"d">>),
+    ?C:send(D, ?C:presence([{<<"to">>, <<"alice@localhost">>}, {<<"type">>, <<"subscribe">>}])),
+    error_cond(wait(D, is_presence(<<"error">>)), <<"policy-violation">>),
+    sync(A),
+    ?C:expect_nothing(A, 300),
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"dave">>)),
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"eve">>)),
+    ?assertEqual(2, length(element(2, throng_storage:roster_get(<<"alice">>, <<"localhost">>)))).
+
+%% RFC 6121 §2.3.3: a name or group longer than the server's limit is
+%% not-acceptable; so are more groups than roster_max_groups and an item
+%% whose name and groups together pass roster_max_item_bytes (16, 2, 40 here).
+roster_item_size_is_bounded(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    B = <<"bob@localhost">>,
+    L17 = binary:copy(<<"n">>, 17),
+    L16 = binary:copy(<<"n">>, 16),
+    [error_cond(roster_set(A, B, Name, Groups), <<"not-acceptable">>)
+     || {Name, Groups} <- [{L17, []}, {<<"Bob">>, [L17]}, {<<"Bob">>, [<<"a">>, <<"b">>, <<"c">>]},
+                           {L16, [L16, <<"m", (binary:copy(<<"n">>, 15))/binary>>]}]],
+    ?assertEqual(undefined, item_of(<<"alice">>, <<"bob">>)),
+    ok = roster_set(A, B, binary:copy(<<"n">>, 10), [binary:copy(<<"g">>, 10), binary:copy(<<"h">>, 10)]).

@@ -22,7 +22,8 @@ all() ->
      queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
      clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
      never_acking_client_is_cut_off,
-     tampered_id_is_item_not_found].
+     enable_before_auth_fails_stream_goes_on, resume_before_auth_fails_stream_goes_on,
+     ack_request_before_auth_is_not_authorized, tampered_id_is_item_not_found].
 
 init_per_testcase(TC, Config) ->
     SM = case TC of
@@ -258,6 +259,57 @@ wait_until(F, Ms) ->
         true -> ok;
         false -> timer:sleep(50), wait_until(F, Ms - 50)
     end.
+
+%%% Before authentication (XEP-0198 §3, §5)
+
+failed_cond(#xmlel{name = <<"failed">>} = F) ->
+    ?assertEqual(?NS_SM, throng_xml:ns(F)),
+    [C] = [N || #xmlel{name = N} = E <- F#xmlel.children, throng_xml:ns(E) =:= ?NS_STANZAS],
+    C.
+
+%% §3: the client "MUST NOT attempt to enable stream management until after
+%% it has completed Resource Binding"; an <enable/> before authentication
+%% is answered <failed/> with <unexpected-request/>, and the stream goes on:
+%% the client authenticates, binds and enables.
+enable_before_auth_fails_stream_goes_on(_) ->
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    ?C:send(C, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    ?assertEqual(<<"unexpected-request">>, failed_cond(?C:recv_stanza(C))),
+    ok = ?C:auth_plain(C, <<"alice">>, <<"password">>),
+    _ = ?C:open_stream(C),
+    C1 = ?C:bind(C, <<"r">>),
+    E = enable(C1, true),
+    ?assertEqual(<<"true">>, throng_xml:attr(<<"resume">>, E)).
+
+%% §5: resumption needs an authenticated stream (the session is the
+%% account's); a <resume/> before authentication is refused with <failed/>
+%% and the stream goes on.
+resume_before_auth_fails_stream_goes_on(_) ->
+    B = online(<<"bob">>, <<"b">>),
+    Id = throng_xml:attr(<<"id">>, enable(B, true)),
+    ?C:abort(B),
+    timer:sleep(200),
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
+                                                    {<<"h">>, <<"0">>}]}),
+    ?assertEqual(<<"unexpected-request">>, failed_cond(?C:recv_stanza(C))),
+    ok = ?C:auth_plain(C, <<"bob">>, <<"password">>),
+    _ = ?C:open_stream(C),
+    ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
+                                                    {<<"h">>, <<"0">>}]}),
+    ?assertEqual(<<"resumed">>, (?C:recv_stanza(C))#xmlel.name).
+
+%% XEP-0198 defines no answer to <r/> or <a/> outside an enabled stream
+%% management session; before authentication they are data sent before the
+%% stream was authenticated: the not-authorized stream error (RFC 6120
+%% §4.9.3.12), as for any other element.
+ack_request_before_auth_is_not_authorized(_) ->
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    ?C:send(C, ?SM(<<"r">>)),
+    ?assertEqual(<<"not-authorized">>, ?C:closed(C, 5000)).
 
 %% A resumption id with any byte changed names nothing: <failed> with
 %% item-not-found, and the real id still resumes the session afterwards.

@@ -340,6 +340,14 @@ element(negotiating, #xmlel{name = <<"iq">>} = El, D) ->
         _ ->
             throng_c2s_io:stream_error('not-authorized', <<"authenticate first">>, D)
     end;
+element(negotiating, #xmlel{name = Name} = El, D)
+  when Name =:= <<"enable">>; Name =:= <<"resume">> ->
+    %% XEP-0198 §3, §5: stream management needs an authenticated stream; the
+    %% request fails and the stream goes on.
+    case throng_xml:ns(El) of
+        ?NS_SM -> {next, negotiating, throng_c2s_io:emit(throng_stream_mgmt:failed_el('unexpected-request'), D)};
+        _ -> throng_c2s_io:stream_error('not-authorized', <<"authenticate first">>, D)
+    end;
 element(State, #xmlel{}, D) when State =:= negotiating; State =:= sasl ->
     throng_c2s_io:stream_error('not-authorized', <<"authenticate first">>, D);
 %% Elements after authentication, before binding.

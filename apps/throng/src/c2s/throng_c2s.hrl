@@ -16,7 +16,7 @@
             auth_failures = 0 :: non_neg_integer(),
             prio :: undefined | integer(),         %% undefined: not available
             roster = false :: boolean(),           %% the client requested the roster
-            directed = [] :: [#jid{}],             %% directed presence sent to
+            directed = [] :: throng_directed:set(), %% directed presence sent to ([]: none)
             tokens = 0 :: integer(),               %% shaper bucket
             tstamp = 0 :: integer(),               %% shaper: last refill (ms)
             last_in = 0 :: integer(),              %% seconds: last data from the client

@@ -14,8 +14,36 @@
 %%% Stanzas from the client (RFC 6120 §8, RFC 6121)
 
 -spec stanza(#xmlel{}, data()) -> throng_c2s:element_result().
-stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"presence">>;
-                                         Name =:= <<"iq">> ->
+stanza(El, D) ->
+    case top_level(El) of
+        stanza -> client_stanza(El, D);
+        {error, Cond, Text} -> throng_c2s_io:stream_error(Cond, Text, D)
+    end.
+
+%% What a first-level element of the session is: a jabber:client stanza,
+%% or a stream error. RFC 6120 §4.8.5: elements qualified by the content
+%% namespace carry no prefix, so a prefix is unsupported
+%% (bad-namespace-prefix, §4.9.3.2); a message, presence or iq of another
+%% namespace is not a stanza of this stream, and any other element is not
+%% supported (unsupported-stanza-type, §4.9.3.22), nor is an element of
+%% the stream namespace.
+top_level(#xmlel{name = Name} = El) ->
+    case binary:split(Name, <<":">>) of
+        [<<"stream">>, _Local] ->
+            %% The stream prefix of the header: no such stream element is
+            %% sent by a client.
+            {error, 'unsupported-stanza-type', <<"unexpected stream element">>};
+        [_Prefix, _Local] ->
+            {error, 'bad-namespace-prefix', <<"stanzas of jabber:client carry no prefix">>};
+        [Local] ->
+            Stanza = Local =:= <<"message">> orelse Local =:= <<"presence">> orelse Local =:= <<"iq">>,
+            case Stanza andalso lists:member(throng_xml:ns(El), [<<>>, ?NS_CLIENT]) of
+                true -> stanza;
+                false -> {error, 'unsupported-stanza-type', <<"not a jabber:client stanza">>}
+            end
+    end.
+
+client_stanza(#xmlel{name = Name} = El, D) ->
     throng_metrics:stanza_in(Name),
     D1 = throng_c2s_sm:handled(D),
     #d{jid = JID} = D1,
@@ -31,9 +59,7 @@ stanza(#xmlel{name = Name} = El, D) when Name =:= <<"message">>; Name =:= <<"pre
                         error -> reply(throng_stanza:error_reply(El, 'jid-malformed'), D1)
                     end
             end
-    end;
-stanza(_El, D) ->
-    throng_c2s_io:stream_error('unsupported-stanza-type', <<"not a stanza">>, D).
+    end.
 
 %% Modules see every stanza from the client first (a stanza with no 'to' is
 %% addressed to the user's bare JID), and may consume or change it.
@@ -131,7 +157,7 @@ presence_broadcast(El, JID, D) ->
                 undefined -> ok;
                 _ -> throng_presence:unavailable(JID, P, D#d.directed)
             end,
-            {next, session, D#d{prio = undefined, directed = []}};
+            {next, session, D#d{prio = undefined, directed = throng_directed:new()}};
         <<"error">> ->
             {next, session, D};
         _ ->
@@ -142,7 +168,7 @@ presence_broadcast(El, JID, D) ->
 %% subscription requests, then offline messages if the priority allows.
 initial_presence(P, JID, D) ->
     Incoming = throng_presence:initial(JID, P),
-    D1 = lists:foldl(fun({From, El}, Acc) -> send_routed(session, none, From, JID, El, Acc) end,
+    D1 = lists:foldl(fun({From, To, El}, Acc) -> send_routed(session, none, From, To, El, Acc) end,
                      D, Incoming),
     %% Modules add what the new resource gets after the presence of its
     %% contacts (stored offline messages).
@@ -167,13 +193,11 @@ presence_to(El, JID, To, D) ->
                     throng_router:bounce(JID, To, El, 'internal-server-error')
             end,
             {next, session, D};
-        T when T =:= <<>>; T =:= <<"unavailable">> ->
+        <<>> ->
+            directed_available(El, JID, To, D);
+        <<"unavailable">> ->
             throng_router:route(JID, To, strip(El)),
-            Directed = lists:delete(To, D#d.directed),
-            {next, session, D#d{directed = case T of
-                                               <<>> -> [To | Directed];
-                                               _ -> Directed
-                                           end}};
+            {next, session, D#d{directed = throng_directed:remove(To, D#d.directed)}};
         <<"probe">> ->
             {next, session, D};
         <<"error">> ->
@@ -181,6 +205,21 @@ presence_to(El, JID, To, D) ->
             {next, session, D};
         _ ->
             reply(throng_stanza:error_reply(El, 'bad-request'), D)
+    end.
+
+%% Directed available presence (RFC 6121 §4.6): the target is remembered,
+%% to be sent unavailable presence when this session becomes unavailable.
+%% Past limits.directed_presence_max targets, presence to a new one is not
+%% sent (it could not be withdrawn) and the client gets policy-violation.
+directed_available(El, JID, To, D) ->
+    case throng_directed:add(To, D#d.directed, throng_config:get([limits, directed_presence_max])) of
+        {ok, Directed} ->
+            throng_router:route(JID, To, strip(El)),
+            {next, session, D#d{directed = Directed}};
+        full ->
+            logger:info(#{what => directed_presence_limit, jid => throng_jid:to_binary(JID)}),
+            reply(throng_stanza:error_reply(El, 'policy-violation',
+                                            <<"too many directed presence targets">>), D)
     end.
 
 %%% Stanzas routed to this session

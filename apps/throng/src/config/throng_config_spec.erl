@@ -74,6 +74,10 @@ spec() ->
       stream_management =>
           #{type => {section, sm_spec()}, default => #{},
             doc => "XEP-0198 stream management."},
+      limits =>
+          #{type => {section, limits_spec()}, default => #{},
+            doc => "Bounds on what one user or session may make the server keep: "
+                   "rosters, directed presence, stored subscription requests."},
       modules =>
           #{type => modules, default => default_modules(),
             doc => "Extension modules enabled on every host, each with its options (see "
@@ -284,6 +288,38 @@ sm_spec() ->
                                     "cluster; at least 32 random characters, and keep "
                                     "the file private. Ids from an earlier start never "
                                     "resume."}}.
+
+limits_spec() ->
+    #{roster_max_items =>
+          #{type => {int, 1, 1000000}, default => 2000,
+            doc => "Items in one roster. A roster set, or an outbound subscribe or "
+                   "pre-approval, that would add an item past it gets a policy-violation "
+                   "stanza error; an inbound subscription request that would add one is "
+                   "not stored and its sender gets a presence error (policy-violation). "
+                   "Existing items can always be changed or removed."},
+      roster_max_name_bytes =>
+          #{type => {int, 1, 65536}, default => 1024,
+            doc => "Bytes of a roster item's name, and of each of its group names. "
+                   "Longer: not-acceptable (RFC 6121 2.3.3)."},
+      roster_max_groups =>
+          #{type => {int, 0, 10000}, default => 64,
+            doc => "Groups of one roster item. More: not-acceptable."},
+      roster_max_item_bytes =>
+          #{type => {int, 1, 1048576}, default => 4096,
+            doc => "Bytes of a roster item's name and group names together: with "
+                   "roster_max_items, what bounds a roster (and every roster result). "
+                   "More: not-acceptable."},
+      directed_presence_max =>
+          #{type => {int, 0, 1000000}, default => 1000,
+            doc => "Entities one session may have sent directed available presence to "
+                   "(each is sent unavailable presence when the session goes "
+                   "unavailable, RFC 6121 4.6.3). Directed presence to one more is not "
+                   "sent: the client gets a policy-violation presence error."},
+      subscription_request_max_bytes =>
+          #{type => {int, 256, 65536}, default => 4096,
+            doc => "A subscription request waiting for an offline user is kept as the "
+                   "complete stanza (RFC 6121 3.1.3) up to this many bytes; children past "
+                   "it are dropped from the stored copy (the request itself is kept)."}}.
 
 stats_spec() ->
     #{enabled => #{type => boolean, default => true,

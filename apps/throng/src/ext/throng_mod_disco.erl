@@ -1,7 +1,9 @@
 %% @doc XEP-0030 Service Discovery. disco#info of the domain lists the
 %% identities and features of every module enabled on the host (assembled
 %% once at boot, {@link throng_ext}); disco#info of a user's bare JID
-%% answers for the account. disco#items lists nothing yet (no services).
+%% answers for the account, to the account itself and to entities it shares
+%% its presence with (XEP-0030 §8; others get service-unavailable).
+%% disco#items lists nothing yet (no services).
 -module(throng_mod_disco).
 -behaviour(throng_ext).
 
@@ -47,20 +49,41 @@ server_info(IQ, #{host := Host} = Ctx) ->
 server_items(IQ, Ctx) ->
     get_without_node(IQ, Ctx, fun() -> items() end).
 
-%% @doc disco#info of a user's bare JID, answered by the server.
+%% @doc disco#info of a user's bare JID, answered by the server on the
+%% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_info(IQ, Ctx) ->
-    get_without_node(IQ, Ctx, fun() ->
+    for_account(IQ, Ctx, fun() ->
         info([{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
     end).
 
-%% @doc disco#items of a user's bare JID.
+%% @doc disco#items of a user's bare JID (none are listed).
 -spec account_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_items(IQ, Ctx) ->
-    case is_get(IQ) of
-        true -> throng_stanza:iq_result(IQ, [items()]);
-        false -> bad_type(IQ, Ctx)
+    for_account(IQ, Ctx, fun() -> items() end).
+
+%% XEP-0030 §8: "the server MUST return a <service-unavailable/> error if
+%% ... the requesting entity is not authorized to receive presence from the
+%% target entity (i.e., via the target having a presence subscription to
+%% the requesting entity of type "both" or "from") or is not otherwise
+%% trusted (e.g., another resource of the same user)", whatever the node:
+%% any other answer would tell that the account exists (the router answers
+%% service-unavailable for an account that does not).
+for_account(IQ, Ctx, Result) ->
+    case authorized(Ctx) of
+        true -> get_without_node(IQ, Ctx, Result);
+        false -> throng_stanza:error_reply(IQ, 'service-unavailable')
     end.
+
+authorized(#{from := #jid{user = U, server = S}, to := #jid{user = U, server = S}}) ->
+    true;
+authorized(#{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S}}) ->
+    case throng_storage:roster_get_item(U, S, {FU, FS}) of
+        #roster_item{subscription = Sub} -> Sub =:= from orelse Sub =:= both;
+        undefined -> false
+    end;
+authorized(_) ->
+    false.
 
 get_without_node(IQ, #{payload := Payload} = Ctx, Result) ->
     case {is_get(IQ), throng_xml:attr(<<"node">>, Payload)} of

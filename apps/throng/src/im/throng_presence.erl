@@ -28,8 +28,10 @@ presence_in(ok, #{from := From, to := To, el := El}) ->
         <<"probe">> ->
             probe(From, To);
         _ when To#jid.resource =:= <<>> ->
-            [throng_session:route(Pid, From, To#jid{resource = R}, El)
-             || {R, Pid, _, _} <- throng_sm:available({To#jid.user, To#jid.server})],
+            %% RFC 6121 §8.5.2.1.2: to every available resource, and "the
+            %% server MUST NOT rewrite the 'to' attribute".
+            [throng_session:route(Pid, From, To, El)
+             || {_R, Pid, _, _} <- throng_sm:available({To#jid.user, To#jid.server})],
             ok;
         _ ->
             case throng_sm:lookup(To) of
@@ -50,11 +52,13 @@ probe(From, #jid{user = U, server = S}) ->
 
 %% @doc The session of User (a full JID) sent its initial presence El (no
 %% from/to, priority already recorded). Broadcasts it to subscribers and the
-%% user's other resources, and returns what the new resource must receive:
-%% its own presence (RFC 6121 §4.2.2: an entity is implicitly subscribed to
-%% its own presence), the current presence of every contact it is subscribed
-%% to and of the user's other resources, then pending subscription requests.
--spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #xmlel{}}].
+%% user's other resources, and returns what the new resource must receive,
+%% as {From, To, Stanza}: its own presence (RFC 6121 §4.2.2: an entity is
+%% implicitly subscribed to its own presence), the current presence of every
+%% contact it is subscribed to and of the user's other resources, then
+%% pending subscription requests, complete as they were sent and addressed to
+%% the bare JID (§3.1.3, §8.5.2.1.2).
+-spec initial(#jid{}, #xmlel{}) -> [{#jid{}, #jid{}, #xmlel{}}].
 initial(#jid{user = U, server = S} = User, El) ->
     {_Ver, Items} = throng_storage:roster_get(U, S),
     %% One session-table read per contact serves both directions: the
@@ -62,11 +66,11 @@ initial(#jid{user = U, server = S} = User, El) ->
     Presences = lists:flatmap(fun(I) -> contact_initial(User, El, I) end, Items),
     Others = [E || {R, _, _, _} = E <- throng_sm:available({U, S}), R =/= User#jid.resource],
     [throng_session:route(Pid, User, User#jid{resource = R}, El) || {R, Pid, _, _} <- Others],
-    Own = [{User#jid{resource = R}, P} || {R, _Pid, _Prio, P} <- Others],
-    Requests = [{#jid{user = CU, server = CS},
-                 #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"subscribe">>}]}}
-                || {CU, CS} <- throng_roster_sub:pending_in(Items)],
-    [{User, El} | Presences ++ Own ++ Requests].
+    Own = [{User#jid{resource = R}, User, P} || {R, _Pid, _Prio, P} <- Others],
+    Bare = throng_jid:bare(User),
+    Requests = [{#jid{user = CU, server = CS}, Bare, throng_sub_request:get(U, S, C)}
+                || {CU, CS} = C <- throng_roster_sub:pending_in(Items)],
+    [{User, User, El} | Presences ++ Own ++ Requests].
 
 contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
     From = Sub =:= from orelse Sub =:= both,
@@ -77,7 +81,8 @@ contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
             Available = throng_sm:available({CU, CS}),
             [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
              || From, {R, Pid, _, _} <- Available],
-            [{#jid{user = CU, server = CS, resource = R}, P} || To, {R, _, _, P} <- Available]
+            [{#jid{user = CU, server = CS, resource = R}, User, P}
+             || To, {R, _, _, P} <- Available]
     end.
 
 %% @doc A later available presence: to subscribers and all of the user's
@@ -88,13 +93,21 @@ update(User, El) ->
 
 %% @doc The resource becomes unavailable: subscribers, the user's other
 %% resources and every entity it sent directed presence to are told.
--spec unavailable(#jid{}, #xmlel{}, [#jid{}]) -> ok.
+-spec unavailable(#jid{}, #xmlel{}, throng_directed:set()) -> ok.
 unavailable(User, El, Directed) ->
     Subscribers = subscribers(User),
     broadcast(User, El, Subscribers, false),
+    directed_unavailable(User, El, throng_directed:to_list(Directed), Subscribers).
+
+%% Those that got directed presence and are not subscribers (who had the
+%% broadcast): one lookup each, not a scan of the subscribers.
+directed_unavailable(_User, _El, [], _Subscribers) ->
+    ok;
+directed_unavailable(User, El, Directed, Subscribers) ->
+    Subscribed = maps:from_keys(Subscribers, []),
     [throng_router:route(User, J, El)
      || J <- Directed, throng_router:is_local(J#jid.server),
-        not lists:member({J#jid.user, J#jid.server}, Subscribers)],
+        not is_map_key({J#jid.user, J#jid.server}, Subscribed)],
     ok.
 
 %% @doc Sends the current presence of each of User's available resources to

@@ -13,22 +13,20 @@
 
 -include("throng.hrl").
 
--export([hooks/0, presence_in/2, process_iq/2, push_el/3, outbound/3]).
+-export([hooks/0, presence_in/2, user_removed/2, process_iq/2, push_el/3, outbound/3]).
 %% Built-in hooks, installed by throng_ext for every host.
--ignore_xref([{hooks, 0}, {presence_in, 2}]).
+-ignore_xref([{hooks, 0}, {presence_in, 2}, {user_removed, 2}]).
 
 -type subscription() :: none | to | from | both.
 -type ask() :: none | out | in | both.
 -export_type([subscription/0, ask/0]).
 
--define(MAX_NAME, 1024).
--define(MAX_GROUPS, 64).
 
 %% @doc Built-in handlers (see throng_ext:builtin/0): subscription stanzas
 %% routed to a local user are handled here, before the presence handler.
 -spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
 hooks() ->
-    [{presence_in, 10, presence_in}].
+    [{presence_in, 10, presence_in}, {user_removed, 10, user_removed}].
 
 %% @doc Hook: a presence stanza for a local user; subscription stanzas stop here.
 -spec presence_in(ok, #{from := #jid{}, to := #jid{}, el := #xmlel{}}) -> ok | stop.
@@ -41,6 +39,12 @@ presence_in(ok, #{from := From, to := To, el := El}) ->
         _ ->
             ok
     end.
+
+%% @doc Hook: an account was removed; the subscription requests kept for it
+%% go too (its roster went with the account).
+-spec user_removed(ok, #{user := binary(), server := binary()}) -> ok.
+user_removed(ok, #{user := U, server := S}) ->
+    throng_sub_request:remove_user(U, S).
 
 %%% The roster IQ
 
@@ -93,35 +97,55 @@ parse_item(Item) ->
         {ok, #jid{resource = <<>>} = J} ->
             Name = throng_xml:attr(<<"name">>, Item, <<>>),
             Groups = [throng_xml:cdata(G) || #xmlel{name = <<"group">>} = G <- throng_xml:subels(Item)],
-            Remove = throng_xml:attr(<<"subscription">>, Item) =:= <<"remove">>,
-            if
-                byte_size(Name) > ?MAX_NAME -> {error, 'not-acceptable'};
-                length(Groups) > ?MAX_GROUPS -> {error, 'not-acceptable'};
-                Remove -> {ok, J, remove};
-                true ->
-                    case lists:member(<<>>, Groups) of
-                        true -> {error, 'not-acceptable'};
-                        false ->
-                            case length(lists:usort(Groups)) =:= length(Groups) of
-                                true -> {ok, J, {Name, Groups}};
-                                false -> {error, 'bad-request'}
-                            end
-                    end
+            case throng_xml:attr(<<"subscription">>, Item) =:= <<"remove">> of
+                true -> {ok, J, remove};
+                false -> check_item(J, Name, Groups)
             end;
         {ok, _} -> {error, 'bad-request'};
         error -> {error, 'jid-malformed'}
     end.
 
+%% RFC 6121 §2.3.3: not-acceptable for a name or group longer than the
+%% server's limit and for an empty group; bad-request for a duplicate group.
+%% The number of groups and the bytes of the whole item are bounded the same
+%% way (limits.roster_*): together with the number of items they bound a
+%% roster and every roster result.
+check_item(J, Name, Groups) ->
+    #{roster_max_name_bytes := MaxName, roster_max_groups := MaxGroups,
+      roster_max_item_bytes := MaxItem} = throng_config:get([limits]),
+    Bytes = byte_size(Name) + lists:sum([byte_size(G) || G <- Groups]),
+    TooLong = byte_size(Name) > MaxName orelse lists:any(fun(G) -> byte_size(G) > MaxName end, Groups),
+    if
+        TooLong; length(Groups) > MaxGroups; Bytes > MaxItem -> {error, 'not-acceptable'};
+        true ->
+            case lists:member(<<>>, Groups) of
+                true -> {error, 'not-acceptable'};
+                false ->
+                    case length(lists:usort(Groups)) =:= length(Groups) of
+                        true -> {ok, J, {Name, Groups}};
+                        false -> {error, 'bad-request'}
+                    end
+            end
+    end.
+
+%% Whether the user's roster can take Contact: it is there already, or the
+%% roster has fewer than limits.roster_max_items items. Read before the
+%% write, outside its transaction: concurrent additions (the user's own
+%% sessions, requests arriving at the same moment) can pass it by a few.
+room_for(U, S, Contact) ->
+    case throng_storage:roster_get_item(U, S, Contact) of
+        #roster_item{} -> true;
+        undefined ->
+            {_Ver, Items} = throng_storage:roster_get(U, S),
+            length(Items) < throng_config:get([limits, roster_max_items])
+    end.
+
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS}, {Name, Groups}) ->
     Contact = {CU, CS},
-    {ok, Old, New, Ver} =
-        throng_storage:roster_update(
-          U, S, Contact,
-          fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
-             (Old0) -> {set, Old0#roster_item{name = Name, groups = Groups}}
-          end),
-    push(User, Old, New, Ver),
-    throng_stanza:iq_result(IQ);
+    case room_for(U, S, Contact) of
+        true -> update_item(User, IQ, Contact, Name, Groups);
+        false -> throng_stanza:error_reply(IQ, 'policy-violation', <<"the roster is full">>)
+    end;
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C, remove) ->
     Contact = {CU, CS},
     case throng_storage:roster_update(U, S, Contact, fun(_) -> delete end) of
@@ -138,9 +162,20 @@ set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS} = C
                     throng_presence:unavailable_to(User, C);
                 false -> ok
             end,
+            forget_request(User, Contact, Old, undefined),
             push(User, Old, undefined, Ver),
             throng_stanza:iq_result(IQ)
     end.
+
+update_item(#jid{user = U, server = S} = User, IQ, Contact, Name, Groups) ->
+    {ok, Old, New, Ver} =
+        throng_storage:roster_update(
+          U, S, Contact,
+          fun(undefined) -> {set, #roster_item{jid = Contact, name = Name, groups = Groups}};
+             (Old0) -> {set, Old0#roster_item{name = Name, groups = Groups}}
+          end),
+    push(User, Old, New, Ver),
+    throng_stanza:iq_result(IQ).
 
 %%% Subscription stanzas
 
@@ -151,10 +186,18 @@ outbound(#jid{user = U, server = S} = User, To, El) ->
     Event = event(El),
     Contact = throng_jid:bare(To),
     CUS = {Contact#jid.user, Contact#jid.server},
+    %% A subscribe or a pre-approval creates an item when there is none.
+    case (Event =/= subscribe andalso Event =/= subscribed) orelse room_for(U, S, CUS) of
+        true -> outbound(User, Contact, CUS, Event, El);
+        false -> throng_router:bounce(User, To, El, 'policy-violation')
+    end.
+
+outbound(#jid{user = U, server = S} = User, Contact, CUS, Event, El) ->
     {ok, Old, New, Ver} =
         throng_storage:roster_update(U, S, CUS, transition(outbound, Event, CUS)),
     {_, Action} = throng_roster_sub:outbound(Event, state_of(Old)),
     maybe_push(User, Old, New, Ver),
+    forget_request(User, CUS, Old, New),
     case Action of
         route ->
             %% Stamped with the bare JID (RFC 6121 §3.1.2).
@@ -174,33 +217,54 @@ after_outbound(_, _, _) -> ok.
 %% @doc A subscription stanza from From arrives for the local user To.
 -spec inbound(#jid{}, #jid{}, #xmlel{}) -> ok.
 inbound(From, #jid{user = U, server = S} = To, El) ->
-    Event = event(El),
-    Contact = throng_jid:bare(From),
-    User = throng_jid:bare(To),
     case throng_storage:account_exists(U, S) of
-        false when Event =:= subscribe ->
-            %% RFC 6121 §3.1.3: no such contact.
-            send_presence(User, Contact, <<"unsubscribed">>);
-        false ->
-            ok;
-        true ->
-            CUS = {Contact#jid.user, Contact#jid.server},
-            {ok, Old, New, Ver} =
-                throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
-            {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
-            maybe_push(User, Old, New, Ver),
-            Stanza = throng_stanza:strip_from_to(El),
-            case Action of
-                deliver ->
-                    [throng_router:deliver(Pid, Contact, User, Stanza)
-                     || {_, Pid, _, _} <- throng_sm:available({U, S})],
-                    after_inbound(Event, User, Contact);
-                auto_subscribed ->
-                    send_presence(User, Contact, <<"subscribed">>),
-                    throng_presence:available_to(User, Contact);
-                ignore ->
-                    ok
-            end
+        %% RFC 6121 §8.5.1: for an account that does not exist, "for a
+        %% presence stanza of type "subscribe", "subscribed", "unsubscribe",
+        %% or "unsubscribed", the server MUST silently ignore the stanza".
+        false -> ok;
+        true -> inbound_existing(From, To, El)
+    end.
+
+inbound_existing(From, #jid{user = U, server = S} = To, El) ->
+    Contact = throng_jid:bare(From),
+    CUS = {Contact#jid.user, Contact#jid.server},
+    %% Only a request creates an item (Pending In); past the roster limit it
+    %% is not kept, and its sender learns so.
+    case event(El) =/= subscribe orelse room_for(U, S, CUS) of
+        true -> inbound_existing(Contact, throng_jid:bare(To), CUS, event(El), El);
+        false -> throng_router:bounce(From, To, El, 'policy-violation')
+    end.
+
+inbound_existing(Contact, #jid{user = U, server = S} = User, CUS, Event, El) ->
+    {ok, Old, New, Ver} =
+        throng_storage:roster_update(U, S, CUS, transition(inbound, Event, CUS)),
+    {_, Action} = throng_roster_sub:inbound(Event, state_of(Old)),
+    maybe_push(User, Old, New, Ver),
+    keep_request(User, CUS, Event, Action, Old, New, El),
+    Stanza = throng_stanza:strip_from_to(El),
+    case Action of
+        deliver ->
+            [throng_router:deliver(Pid, Contact, User, Stanza)
+             || {_, Pid, _, _} <- throng_sm:available({U, S})],
+            after_inbound(Event, User, Contact);
+        auto_subscribed ->
+            send_presence(User, Contact, <<"subscribed">>),
+            throng_presence:available_to(User, Contact);
+        ignore ->
+            ok
+    end.
+
+%% The complete request is kept while it waits (RFC 6121 §3.1.3), and
+%% forgotten once it no longer does (approved, denied, withdrawn).
+keep_request(#jid{user = U, server = S}, Contact, subscribe, deliver, _Old, _New, El) ->
+    throng_sub_request:store(U, S, Contact, El);
+keep_request(User, Contact, _Event, _Action, Old, New, _El) ->
+    forget_request(User, Contact, Old, New).
+
+forget_request(#jid{user = U, server = S}, Contact, Old, New) ->
+    case has_in(Old) andalso not has_in(New) of
+        true -> throng_sub_request:delete(U, S, Contact);
+        false -> ok
     end.
 
 %% The contact stopped receiving the user's presence: it sees the user leave.
@@ -306,3 +370,5 @@ item_el(#roster_item{jid = {CU, CS}, name = Name, subscription = Sub, ask = Ask,
 has_from(#roster_item{subscription = S}) -> S =:= from orelse S =:= both.
 has_to(#roster_item{subscription = S}) -> S =:= to orelse S =:= both.
 has_out(#roster_item{ask = A}) -> A =:= out orelse A =:= both.
+has_in(#roster_item{ask = A}) -> A =:= in orelse A =:= both;
+has_in(undefined) -> false.

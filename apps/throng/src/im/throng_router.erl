@@ -99,40 +99,68 @@ message(From, To, El) ->
             throng_metrics:incr(messages_routed),
             deliver(Pid, From, To, El);
         undefined ->
-            case throng_stanza:type(El) of
-                <<"groupchat">> -> bounce(From, To, El, 'service-unavailable');
-                <<"headline">> -> ok;
-                <<"error">> -> ok;
-                _ -> message_bare(From, To, El)
-            end
+            no_such_resource(From, To, El, message_type(El))
     end.
 
-message_bare(From, #jid{user = U, server = S} = To, El) ->
-    Type = throng_stanza:type(El),
+%% §8.5.3.2.1, no resource matches the full JID: only "chat" is handled as
+%% if sent to the bare JID; "error" is silently ignored; "normal" (also a
+%% message with no or an unknown type, RFC 6121 §5.2.2) and "groupchat" get
+%% service-unavailable; "headline" is silently ignored (the RFC allows
+%% either).
+no_such_resource(From, To, El, chat) -> message_bare(From, To, El);
+no_such_resource(_From, _To, _El, error) -> ok;
+no_such_resource(_From, _To, _El, headline) -> ok;
+no_such_resource(From, To, El, _NormalOrGroupchat) ->
+    bounce(From, To, El, 'service-unavailable').
+
+%% The message types of RFC 6121 §5.2.2; an absent or unknown type is normal.
+message_type(El) ->
+    case throng_stanza:type(El) of
+        <<"chat">> -> chat;
+        <<"groupchat">> -> groupchat;
+        <<"headline">> -> headline;
+        <<"error">> -> error;
+        _ -> normal
+    end.
+
+%% §8.5.2: to the bare JID (or a chat message that found no full JID).
+%% "error": silently ignored (§8.5.2.1.1, §8.5.2.2.1); "groupchat":
+%% service-unavailable; "headline": every non-negative resource, or nothing;
+%% "normal" and "chat": the highest non-negative priority, or offline storage.
+message_bare(From, To, El) ->
+    case message_type(El) of
+        error -> ok;
+        groupchat -> bounce(From, To, El, 'service-unavailable');
+        Type -> message_bare(From, To, El, Type)
+    end.
+
+message_bare(From, #jid{user = U, server = S} = To, El, Type) ->
+    Available = non_negative(throng_sm:available({U, S})),
     Targets = case Type of
-                  <<"headline">> -> non_negative(throng_sm:available({U, S}));
-                  _ -> highest(non_negative(throng_sm:available({U, S})))
+                  headline -> Available;
+                  _ -> highest(Available)
               end,
     case {Targets, Type} of
-        {_, <<"groupchat">>} ->
-            bounce(From, To, El, 'service-unavailable');
         {[_ | _], _} ->
             throng_metrics:add(messages_routed, length(Targets)),
             [deliver(Pid, From, To, El) || {_R, Pid, _, _} <- Targets],
             ok;
-        {[], <<"headline">>} -> ok;
-        {[], <<"error">>} -> ok;
-        {[], _} ->
-            case throng_storage:account_exists(U, S) of
-                false -> bounce(From, To, El, 'service-unavailable');
-                true ->
-                    case throng_hooks:run(offline_message, S, bounce,
-                                          #{from => From, to => To, el => El}) of
-                        {_, stored} -> ok;
-                        %% Storage failed: the sender learns the message was not kept.
-                        {_, failed} -> bounce(From, To, El, 'internal-server-error');
-                        {_, _BounceOrFull} -> bounce(From, To, El, 'service-unavailable')
-                    end
+        {[], headline} -> ok;
+        {[], _} -> offline(From, To, El)
+    end.
+
+%% §8.5.2.2.1: no resource with a non-negative priority: stored offline (the
+%% `offline_message' hook), or service-unavailable.
+offline(From, #jid{user = U, server = S} = To, El) ->
+    case throng_storage:account_exists(U, S) of
+        false -> bounce(From, To, El, 'service-unavailable');
+        true ->
+            case throng_hooks:run(offline_message, S, bounce,
+                                  #{from => From, to => To, el => El}) of
+                {_, stored} -> ok;
+                %% Storage failed: the sender learns the message was not kept.
+                {_, failed} -> bounce(From, To, El, 'internal-server-error');
+                {_, _BounceOrFull} -> bounce(From, To, El, 'service-unavailable')
             end
     end.
 
@@ -149,14 +177,26 @@ highest(Resources) ->
 iq(From, #jid{resource = <<>>} = To, El) ->
     %% An IQ to a bare JID is answered by the server on the account's behalf.
     case throng_storage:account_exists(To#jid.user, To#jid.server) of
-        true -> answer_iq(From, To, El);
-        false -> bounce(From, To, El, 'service-unavailable')
+        false -> bounce(From, To, El, 'service-unavailable');
+        true ->
+            case is_roster(El) andalso not same_account(From, To) of
+                %% RFC 6121 §2.1.5, §2.3.3: only the account's own resources
+                %% may read or change its roster.
+                true -> bounce(From, To, El, forbidden);
+                false -> answer_iq(From, To, El)
+            end
     end;
 iq(From, To, El) ->
     case throng_sm:lookup(To) of
         Pid when is_pid(Pid) -> deliver(Pid, From, To, El);
         undefined -> bounce(From, To, El, 'service-unavailable')
     end.
+
+is_roster(El) ->
+    throng_xml:subel(El, <<"query">>, ?NS_ROSTER) =/= undefined.
+
+same_account(#jid{user = U, server = S}, #jid{user = U, server = S}) -> true;
+same_account(_, _) -> false.
 
 %% The server answers an IQ to the domain or to an account; the reply goes
 %% back to the sender.
