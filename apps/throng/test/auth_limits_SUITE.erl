@@ -165,10 +165,10 @@ buckets_drain_and_entries_expire(_) ->
     [?assertEqual(?NA, attempt(?A1, <<"alice">>, <<"wrong">>)) || _ <- lists:seq(1, 2)],
     ?assertEqual(?TEMP, attempt(?A1, <<"alice">>, <<"password">>)),
     ?assert(ets:info(throng_auth_limits, size) >= 2),   % the address, the account
-    wait_until(fun() -> ?L:address_failures(?A1) =:= 0 end, 10000),
+    throng_ct:wait_until(fun() -> ?L:address_failures(?A1) =:= 0 end, 10000),
     ?assertEqual(ok, attempt(?A1, <<"alice">>, <<"password">>)),
     %% Entries go once empty and the last failure is account_window old.
-    wait_until(fun() -> ok = throng_tables:sweep(),
+    throng_ct:wait_until(fun() -> ok = throng_tables:sweep(),
                         ets:info(throng_auth_limits, size) =:= 0 end, 10000).
 
 %% At most max_tracked entries: failures from further addresses share one
@@ -215,11 +215,3 @@ loopback_exempt_only_when_configured(_) ->
     ?assertEqual(ok, attempt(?A1, <<"alice">>, <<"password">>)),
     1 = ?L:failed({192, 0, 2, 1}, undefined, ?HOST, 'not-authorized'),
     ?assertMatch({refused, 1}, ?L:check_address({192, 0, 2, 1})).
-
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(100), wait_until(F, Ms - 100)
-    end.

@@ -16,7 +16,7 @@
 
 all() ->
     [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
-     offline_pop_keeps_messages_when_sync_fails, sync_process_down_fails_the_write,
+     offline_claim_keeps_messages_when_sync_fails, sync_process_down_fails_the_write,
      aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database,
      login_while_store_fails_is_temporary].
 
@@ -123,18 +123,23 @@ wait_queued(N) ->
         _ -> timer:sleep(5), wait_queued(N)
     end.
 
-%% Popping offline messages whose removal cannot be synced raises, and the
-%% messages are still there for the next pop.
-offline_pop_keeps_messages_when_sync_fails(_Config) ->
+%% Taking offline messages into flight when that cannot be synced raises,
+%% and the messages are still stored offline (nothing in flight) for the
+%% next try.
+offline_claim_keeps_messages_when_sync_fails(_Config) ->
     [ok = throng_storage:offline_store(<<"alice">>, ?S, msg(B), {10, 1000000}) || B <- [<<"1">>, <<"2">>]],
+    Bytes = throng_storage:offline_bytes(),
     fail_syncs_with({error, eio}),
-    ?assertEqual({sync, eio}, failure(fun() -> throng_storage:offline_pop(<<"alice">>, ?S) end)),
+    ?assertEqual({sync, eio}, failure(fun() -> throng_storage:inflight_claim(<<"alice">>, ?S, self()) end)),
     ?assertEqual(2, throng_storage:offline_count(<<"alice">>, ?S)),
+    ?assertEqual(0, throng_storage:inflight_count()),
+    ?assertEqual(Bytes, throng_storage:offline_bytes()),
     meck:unload(mnesia),
-    Msgs = throng_storage:offline_pop(<<"alice">>, ?S),
+    Claimed = throng_storage:inflight_claim(<<"alice">>, ?S, self()),
     ?assertEqual([<<"<message>1</message>">>, <<"<message>2</message>">>],
-                 [P || #offline_msg{packet = P} <- Msgs]),
-    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, ?S)).
+                 [P || {_Key, #offline_msg{packet = P}} <- Claimed]),
+    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, ?S)),
+    ?assertEqual(2, throng_storage:inflight_count()).
 
 %% A write while the group-commit process is down is not acknowledged; once
 %% its supervisor has restarted it, writes work.

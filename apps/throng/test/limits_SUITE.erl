@@ -171,15 +171,7 @@ slow_reader_is_cut_off(_) ->
     A = login(<<"alice">>),
     Body = binary:copy(<<"w">>, 60000),
     [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, Body)) || _ <- lists:seq(1, 400)],
-    wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 20000),
-    wait_until(fun() -> throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>}) > 0 end, 5000),
+    throng_ct:wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 20000),
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>}) > 0 end, 5000),
     R = ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
-
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(100), wait_until(F, Ms - 100)
-    end.

@@ -69,9 +69,9 @@ slow_reader(N, Size) ->
     Before = throng_metrics:value(slow_readers_closed),
     A = login(<<"alice">>),
     flood(A, N, Size),
-    wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 60000),
+    throng_ct:wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 60000),
     ?assertEqual(Before + 1, throng_metrics:value(slow_readers_closed)),
-    wait_until(fun() -> throng_mod_offline:count(bob()) =:= N end, 10000),
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= N end, 10000),
     %% The sender is unaffected.
     R = ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
@@ -92,12 +92,4 @@ count_messages(B, Left) ->
     case ?C:recv_stanza(B, 10000) of
         #xmlel{name = <<"message">>} -> count_messages(B, Left - 1);
         _ -> count_messages(B, Left)
-    end.
-
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(100), wait_until(F, Ms - 100)
     end.

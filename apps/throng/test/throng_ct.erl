@@ -3,9 +3,10 @@
 -module(throng_ct).
 
 -export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2,
-         start_distribution/2]).
+         start_distribution/2, wait_until/2]).
 
 -include("throng.hrl").
+-include_lib("stdlib/include/assert.hrl").
 
 %% @doc Starts Throng with test defaults (domain localhost, port 0, data in
 %% the suite's priv_dir) merged with Overrides (a config map, atom keys).
@@ -89,4 +90,15 @@ ensure_epmd(Tries) ->
             _ = os:cmd("epmd -daemon"),
             timer:sleep(100),
             ensure_epmd(Tries - 1)
+    end.
+
+%% @doc Waits until F() is true, checking every 50 ms for at most Ms
+%% milliseconds; then asserts it (a failed wait is a failed test).
+-spec wait_until(fun(() -> boolean()), integer()) -> ok.
+wait_until(F, Ms) when Ms =< 0 ->
+    ?assert(F());
+wait_until(F, Ms) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(50), wait_until(F, Ms - 50)
     end.

@@ -115,16 +115,8 @@ byte_count_follows_delivery_and_removal(_) ->
     ?assert(Three > 3000),
     B = ?C:login(<<"bob">>, <<"password">>, <<"r">>),
     ?C:send(B, ?C:presence([])),
-    wait_until(fun() -> count(<<"bob">>) =:= 0 end, 5000),
+    throng_ct:wait_until(fun() -> count(<<"bob">>) =:= 0 end, 5000),
     One = throng_storage:offline_bytes(),
     ?assert(One < Three div 2),
     ok = throng_storage:remove_account(<<"carol">>, <<"localhost">>),
     ?assertEqual(0, throng_storage:offline_bytes()).
-
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(50), wait_until(F, Ms - 50)
-    end.

@@ -216,7 +216,7 @@ timeout_moves_unacked_to_offline(_) ->
     [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 2)],
     [_, _] = recv_messages(B, 2),
     ?C:abort(B),
-    wait_until(fun() -> throng_mod_offline:count(bob()) =:= 2 end, 5000),
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= 2 end, 5000),
     B2 = login(<<"bob">>, <<"again">>),
     ?C:send(B2, ?C:presence([])),
     ?assertEqual([<<"1">>, <<"2">>], bodies(recv_messages(B2, 2))).
@@ -228,7 +228,7 @@ clean_close_moves_unacked_to_offline(_) ->
     ?C:send(A, msg(<<"bob@localhost/b">>, <<"unacked">>)),
     [_] = recv_messages(B, 1),
     ?C:close(B),
-    wait_until(fun() -> throng_mod_offline:count(bob()) =:= 1 end, 5000).
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= 1 end, 5000).
 
 %% A detached session that would queue more than max_unacked gives up
 %% waiting; what it held goes offline.
@@ -239,7 +239,7 @@ overflow_while_detached_goes_offline(_) ->
     timer:sleep(300),
     A = online(<<"alice">>, <<"a">>),
     [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 5)],
-    wait_until(fun() -> throng_mod_offline:count(bob()) =:= 5 end, 5000),
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= 5 end, 5000),
     ?assertEqual([], throng_sm:resources({<<"bob">>, <<"localhost">>})).
 
 %% A client that keeps more than max_unacked stanzas unacknowledged is
@@ -250,15 +250,8 @@ never_acking_client_is_cut_off(_) ->
     A = online(<<"alice">>, <<"a">>),
     [?C:send(A, msg(<<"bob@localhost/b">>, integer_to_binary(N))) || N <- lists:seq(1, 4)],
     ?assertEqual(<<"policy-violation">>, ?C:closed(B, 5000)),
-    wait_until(fun() -> throng_mod_offline:count(bob()) =:= 4 end, 5000).
+    throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= 4 end, 5000).
 
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(50), wait_until(F, Ms - 50)
-    end.
 
 %%% Before authentication (XEP-0198 §3, §5)
 

@@ -107,7 +107,7 @@ session_pid(Res) ->
 %% A session that dropped its connection and is waiting for a resumption.
 detached(Res) ->
     Pid = session_pid(Res),
-    wait_until(fun() -> throng_sm:is_detached(Pid) end, 5000),
+    throng_ct:wait_until(fun() -> throng_sm:is_detached(Pid) end, 5000),
     Pid.
 
 %% The session process ends without its clean-up, as at kill -9; then the
@@ -174,7 +174,7 @@ offline_messages_stay_stored_until_acked(_) ->
     ?assertEqual(0, offline()),
     ?assertEqual(4, inflight()),
     ack(B, length(Got) - 2),
-    wait_until(fun() -> inflight() =:= 2 end, 5000),
+    throng_ct:wait_until(fun() -> inflight() =:= 2 end, 5000),
     ?assertEqual(2, crash(session_pid(<<"b">>))),
     ?assertEqual(2, offline()),
     ?assertEqual([<<"3">>, <<"4">>], stored_bodies(2)).
@@ -198,7 +198,7 @@ resumed_and_acked_are_forgotten(_) ->
     ?assertEqual(bodies_n(5), bodies(recv_messages(B2, 5))),
     ?assertNot(throng_sm:is_detached(session_pid(<<"b">>))),
     ack(B2, 5),
-    wait_until(fun() -> inflight() =:= 0 end, 5000),
+    throng_ct:wait_until(fun() -> inflight() =:= 0 end, 5000),
     ?assertEqual(0, offline()).
 
 %% Without XEP-0198 there is no acknowledgement: offline messages are
@@ -206,7 +206,7 @@ resumed_and_acked_are_forgotten(_) ->
 without_stream_management_delivery_forgets(_) ->
     _ = send_acked(<<"bob@localhost">>, bodies_n(3)),
     ?assertEqual(bodies_n(3), stored_bodies(3)),
-    wait_until(fun() -> inflight() =:= 0 end, 5000),
+    throng_ct:wait_until(fun() -> inflight() =:= 0 end, 5000),
     ?assertEqual(0, offline()).
 
 %% A detached session that is not resumed in time returns what it kept to
@@ -217,8 +217,8 @@ resume_timeout_returns_kept_to_offline(_) ->
     ?C:abort(B),
     _ = detached(<<"b">>),
     _ = send_acked(<<"bob@localhost/b">>, bodies_n(4)),
-    wait_until(fun() -> session_pid(<<"b">>) =:= undefined end, 10000),
-    wait_until(fun() -> offline() =:= 4 end, 5000),
+    throng_ct:wait_until(fun() -> session_pid(<<"b">>) =:= undefined end, 10000),
+    throng_ct:wait_until(fun() -> offline() =:= 4 end, 5000),
     ?assertEqual(0, inflight()),
     ?assertEqual(bodies_n(4), stored_bodies(4)).
 
@@ -252,11 +252,3 @@ kept_messages_of_a_removed_account_go(_) ->
     ?assertEqual(2, inflight()),
     ok = throng_storage:remove_account(<<"bob">>, <<"localhost">>),
     ?assertEqual(0, inflight()).
-
-wait_until(F, Ms) when Ms =< 0 ->
-    ?assert(F());
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(50), wait_until(F, Ms - 50)
-    end.

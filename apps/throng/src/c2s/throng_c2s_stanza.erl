@@ -236,7 +236,7 @@ send_routed(State, Key, From, To, El0, #d{jid = JID} = D) ->
     case throng_hooks:run(stanza_to_session, D#d.server, El0,
                           #{from => From, to => To, jid => JID}) of
         {stop, _} ->
-            throng_c2s_items:acked(kept(Key, none)),
+            throng_c2s_items:acked([kept(Key, none)]),
             D;
         {ok, El} ->
             Item = kept(Key, {From, To, El}),

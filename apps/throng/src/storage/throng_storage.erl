@@ -17,7 +17,7 @@
 %%     but could not be made sure to be on disk (e.g. an I/O error on the
 %%     log); a crash may lose it. Retrying is safe for the idempotent writes
 %%     (set_credentials, roster_update with the same function, kv_put,
-%%     kv_delete); offline_pop puts the messages back before raising.</li>
+%%     kv_delete); inflight_claim puts the messages back before raising.</li>
 %% </ul>
 %% Reads raise the same when the database is not running. A caller that
 %% must not crash on a storage failure (a connection process, the router)
@@ -45,10 +45,13 @@
 -export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4]).
--export([offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0]).
+-export([offline_store/4, offline_count/2, offline_total/0, offline_bytes/0]).
 -export([batch/1]).
 -export([inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0]).
+%% API used by tests and operators: messages in flight, and moving those of
+%% dead sessions back to offline storage without a restart.
+-ignore_xref([{inflight_count, 0}, {inflight_recover, 1}]).
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
@@ -98,9 +101,6 @@
 %% Stores a message unless it would take the user past the limits.
 -callback offline_store(luser(), lserver(), #offline_msg{}, offline_limits()) ->
     ok | {error, full}.
-%% Removes and returns the user's stored messages, oldest first. When it
-%% raises, the messages are still stored.
--callback offline_pop(luser(), lserver()) -> [#offline_msg{}].
 -callback offline_count(luser(), lserver()) -> non_neg_integer().
 -callback kv_get(bucket(), Key :: term()) -> {ok, Value :: term()} | not_found.
 %% Creates or replaces the value of Key.
@@ -191,8 +191,6 @@ roster_update(U, S, C, F) -> (backend()):roster_update(U, S, C, F).
 -spec offline_store(luser(), lserver(), #offline_msg{}, offline_limits()) -> ok | {error, full}.
 offline_store(U, S, M, Max) -> (backend()):offline_store(U, S, M, Max).
 
--spec offline_pop(luser(), lserver()) -> [#offline_msg{}].
-offline_pop(U, S) -> (backend()):offline_pop(U, S).
 
 -spec offline_count(luser(), lserver()) -> non_neg_integer().
 offline_count(U, S) -> (backend()):offline_count(U, S).

@@ -16,7 +16,7 @@
 -export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4,
-         offline_store/4, offline_pop/2, offline_count/2, offline_total/0, offline_bytes/0,
+         offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
@@ -376,6 +376,13 @@ roster_version(U, S) ->
 tx_counted(F) ->
     tx_counted(F, fun throng_mnesia_sync:sync/0).
 
+%% A claim: on a failed sync the rows go back to offline storage (put_back)
+%% and the byte count is as before.
+tx_claim(F) ->
+    {Rows, Delta} = tx(F, fun put_back/1),
+    add_bytes(Delta),
+    Rows.
+
 tx_counted(F, Sync) ->
     {Result, Delta} = tx(F, fun({_, D}) -> add_bytes(D) end, Sync),
     add_bytes(Delta),
@@ -398,29 +405,21 @@ within(unlimited, _Size, _Rows) ->
 within({MaxMessages, MaxBytes}, Size, Rows) ->
     length(Rows) < MaxMessages andalso rows_bytes(Rows) + Size =< MaxBytes.
 
-%% When the removal cannot be made durable the messages are written back
-%% before the failure is raised, so that they stay stored for the next try.
--spec offline_pop(binary(), binary()) -> [#offline_msg{}].
-offline_pop(U, S) ->
-    US = {U, S},
-    case dirty_read(throng_offline, US) of
-        [] -> [];
-        _ ->
-            Rows = tx(fun() ->
-                              R = mnesia:read(throng_offline, US, write),
-                              mnesia:delete({throng_offline, US}),
-                              R
-                      end,
-                      fun put_back/1),
-            add_bytes(-rows_bytes(Rows)),
-            sorted([M || #throng_offline{msg = M} <- Rows])
-    end.
-
 sorted(Msgs) ->
     lists:keysort(#offline_msg.timestamp, Msgs).
 
-put_back(Rows) ->
-    case mnesia:sync_transaction(fun() -> lists:foreach(fun mnesia:write/1, Rows) end) of
+%% A claim that cannot be made durable is undone (without waiting for the
+%% disk) before the failure is raised: the messages stay stored offline for
+%% the next try.
+put_back({Rows, _Delta}) ->
+    Undo = fun() ->
+                   [begin
+                        mnesia:delete({throng_inflight, K}),
+                        mnesia:write(#throng_offline{us = US, msg = M})
+                    end || #throng_inflight{key = {US, _, _} = K, msg = M} <- Rows],
+                   ok
+           end,
+    case mnesia:sync_transaction(Undo) of
         {atomic, ok} -> ok;
         {aborted, Why} ->
             logger:error(#{what => offline_put_back_failed, reason => Why,
@@ -445,8 +444,9 @@ offline_bytes() ->
 
 count_offline_bytes() ->
     Ref = atomics:new(1, [{signed, true}]),
+    %% Match specs spell the records as tuples ('$1' is not of the fields' types).
     Sizes = mnesia:dirty_select(throng_offline,
-                                [{#throng_offline{msg = #offline_msg{packet = '$1', _ = '_'}, _ = '_'},
+                                [{{throng_offline, '_', {offline_msg, '_', '_', '$1'}},
                                   [], [{byte_size, '$1'}]}]),
     atomics:put(Ref, 1, lists:sum(Sizes)),
     persistent_term:put(?BYTES_KEY, Ref).
@@ -469,7 +469,7 @@ rows_bytes(Rows) ->
 %% message delivered twice.
 
 user_keys(US) ->
-    [{#throng_inflight{key = {US, '_', '_'}, _ = '_'}, [], [{element, #throng_inflight.key, '$_'}]}].
+    [{{throng_inflight, {US, '_', '_'}, '_', '_'}, [], [{element, #throng_inflight.key, '$_'}]}].
 
 new_key(US) ->
     {US, node(), erlang:unique_integer([positive])}.
@@ -493,7 +493,7 @@ inflight_claim(U, S, Owner) ->
     case dirty_read(throng_offline, US) of
         [] -> [];
         _ ->
-            Claimed = tx_counted(
+            Claimed = tx_claim(
                         fun() ->
                                 Msgs = sorted([M || #throng_offline{msg = M}
                                                         <- mnesia:read(throng_offline, US, write)]),
@@ -532,7 +532,7 @@ inflight_recover(Which) ->
 recover(Which, Sync) ->
     Node = node(),
     Keys = mnesia:dirty_select(throng_inflight,
-                               [{#throng_inflight{key = '$1', owner = '$2', _ = '_'},
+                               [{{throng_inflight, '$1', '$2', '_'},
                                  [{'=:=', {element, 2, '$1'}, {const, Node}}], [{{'$1', '$2'}}]}]),
     Lost = [K || {K, Owner} <- Keys, Which =:= all orelse not is_process_alive(Owner)],
     lists:foreach(fun(Batch) -> return_keys(Batch, Sync) end, batches(Lost)),
