@@ -66,7 +66,6 @@ init(LRef) ->
     receive
         {throng_transport, Sock} ->
             #{opts := #{negotiation_timeout := NegT, hibernate_after := Hib}} = throng_c2s_io:opts(LRef),
-            throng_metrics:incr(connections_open),
             Now = erlang:monotonic_time(millisecond),
             D = #d{sock = Sock, lref = LRef, parser = throng_c2s_io:new_parser(LRef), ip = throng_transport:peer_ip(Sock),
                    tstamp = Now, tokens = throng_c2s_io:shaper_burst(LRef), last_in = Now div 1000},
@@ -479,8 +478,6 @@ terminate(Reason, State, D) ->
         _ -> logger:error(#{what => c2s_crashed, state => State, reason => Reason,
                             jid => throng_c2s_io:jid_text(D)})
     end,
-    throng_metrics:add(connections_open, -1),
-    throng_metrics:incr(connections_closed),
     try end_session(D)
     after
         case D#d.sock of

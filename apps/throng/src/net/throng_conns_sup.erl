@@ -79,6 +79,7 @@ loop(#st{parent = Parent} = St) ->
         {start_connection, From, MRef} ->
             %% The slot was reserved by await_slot/1.
             Pid = (St#st.protocol):start_link(St#st.ref),
+            throng_metrics:incr(connections_open),
             From ! {MRef, {ok, Pid}},
             loop(St#st{children = St#st.children + 1});
         {await_slot, From, MRef} ->
@@ -88,6 +89,7 @@ loop(#st{parent = Parent} = St) ->
             exit(Reason);
         {'EXIT', _Child, _Reason} ->
             atomics:sub(St#st.count, 1, 1),
+            closed(1),
             loop(unpark(St#st{children = St#st.children - 1}));
         recheck ->
             loop(unpark(St#st{timer = undefined}));
@@ -158,13 +160,21 @@ wait_children(N, TRef, St) ->
     receive
         {'EXIT', _P, _} ->
             atomics:sub(St#st.count, 1, 1),
+            closed(1),
             wait_children(N - 1, TRef, St);
         {timeout, TRef, kill_children} ->
             Left = children(St),
             [exit(P, kill) || P <- Left],
             atomics:sub(St#st.count, 1, length(Left)),
+            closed(length(Left)),
             ok
     end.
+
+%% The connection gauges follow the children's exits, however they end
+%% (a connection process killed without its clean-up too).
+closed(N) ->
+    throng_metrics:add(connections_open, -N),
+    throng_metrics:add(connections_closed, N).
 
 -spec system_continue(pid(), [sys:dbg_opt()], #st{}) -> no_return().
 system_continue(_Parent, _Debug, St) ->
