@@ -102,6 +102,17 @@ command("fuzz", Opts0) ->
                        maps:get(inputs, S), lists:sum(maps:values(maps:get(failures, S)))]),
             case Result of ok -> 0; failed -> 1 end
     end;
+command("soak-report", #{dir := _, steady_to_s := _} = Opts) ->
+    {Verdict, S} = throng_bench_soak:report(Opts),
+    #{rss_bytes := #{drift_pct := Rss}, beam_bytes := #{drift_pct := Beam},
+      processes := #{drift := Procs}, messages := #{sent := Sent, lost := Lost}} = S,
+    Errors = lists:sum(maps:values(maps:get(errors, S))),
+    io:format("soak ~s: rss drift ~p% beam drift ~p% (target < ~p%), process drift ~w, "
+              "errors ~b, messages sent ~b lost ~b~n",
+              [Verdict, Rss, Beam, maps:get(drift_target, Opts), Procs, Errors, Sent, Lost]),
+    case Verdict of pass -> 0; fail -> 1 end;
+command("soak-report", _) ->
+    throw({usage, "soak-report needs --dir DIR and --steady-to SECONDS"});
 command("worker", Opts) ->
     case Opts of
         #{name := N, cookie := C} ->

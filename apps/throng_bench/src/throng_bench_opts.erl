@@ -20,7 +20,8 @@ commands() ->
      {"echo-server", "run the built-in echo and sink servers"},
      {"http-server", "run the built-in HTTP server (backlog and accept delay settable)"},
      {"worker", "run a worker node that a controller on another host drives"},
-     {"fuzz", "fuzz the XML stream parser and a running server with mutated client sessions"}].
+     {"fuzz", "fuzz the XML stream parser and a running server with mutated client sessions"},
+     {"soak-report", "the verdict of a bench/soak.sh run: memory drift, errors, lost messages"}].
 
 -define(COMMON_OUT,
         [{"out", out, string, undefined, "write summary.json, timeseries.csv and report.html here"},
@@ -141,6 +142,11 @@ spec("fuzz") ->
      {"out", out, string, "fuzz-out", "summary.json and reproducers/ go here"},
      {"replay", replay, string, undefined, "run one reproducer file (.term) again and exit"},
      {"no-progress", no_progress, flag, false, "no live progress line on stderr"}];
+spec("soak-report") ->
+    [{"dir", dir, string, undefined, "the soak run's directory (samples.csv, main/, drain/)"},
+     {"steady-from", steady_from_s, int, 0, "seconds into the run when every user is online"},
+     {"steady-to", steady_to_s, int, undefined, "seconds into the run when users start leaving"},
+     {"drift-target", drift_target, pos_number, 2, "largest memory drift that passes, percent"}];
 spec(_) -> [].
 
 %% @doc Parse the arguments of a subcommand into a map of typed values

@@ -21,6 +21,8 @@
 -module(throng_bench_fuzz_gen).
 
 -export([input/4, session/2, mutate/2, chunk/2]).
+%% API used by tests: the parts of an input.
+-ignore_xref([{session, 2}, {mutate, 2}, {chunk, 2}]).
 
 -export_type([kind/0, ctx/0, input/0]).
 
