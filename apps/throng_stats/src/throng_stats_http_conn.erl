@@ -225,5 +225,4 @@ reason(411) -> <<"Length Required">>;
 reason(413) -> <<"Content Too Large">>;
 reason(431) -> <<"Request Header Fields Too Large">>;
 reason(500) -> <<"Internal Server Error">>;
-reason(503) -> <<"Service Unavailable">>;
-reason(_) -> <<"Unknown">>.
+reason(503) -> <<"Service Unavailable">>.

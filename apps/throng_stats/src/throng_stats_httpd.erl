@@ -109,7 +109,7 @@ accept(Owner, L) ->
             case gen_server:call(Owner, admit, infinity) of
                 {ok, Pid} ->
                     case gen_tcp:controlling_process(Sock, Pid) of
-                        ok -> Pid ! {go, Sock};
+                        ok -> Pid ! {go, Sock}, ok;
                         {error, _} -> gen_tcp:close(Sock)   % the connection ends itself
                     end;
                 full ->

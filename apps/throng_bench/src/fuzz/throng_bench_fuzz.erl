@@ -320,11 +320,7 @@ replay(File, Opts0) ->
 %%% The server's log
 
 log_open(#{server_log := File}) ->
-    Size = case file:read_file_info(File) of
-               {ok, #{size := S}} -> S;
-               {ok, Info} -> element(2, Info);
-               {error, _} -> 0
-           end,
+    Size = filelib:file_size(File),
     Tab = ets:new(fuzz_log, [public]),
     true = ets:insert(Tab, [{file, File}, {pos, Size}, {events, []}]),
     Tab;
