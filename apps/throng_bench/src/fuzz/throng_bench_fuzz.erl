@@ -16,7 +16,8 @@
 %% <ul>
 %% <li>`--server-log FILE': each second the new lines of Throng's log are
 %%   read; an `error' (or worse) line is a `server_error' failure. The inputs
-%%   finished in the seconds before it are replayed one at a time afterwards,
+%%   finished in the seconds before it are replayed one at a time afterwards
+%%   (at most `replay_max', 500),
 %%   and those after which the log grows again are saved as reproducers (else
 %%   the whole window is saved as suspects);</li>
 %% <li>`--stats-port P': the server's /metrics before and after the run:
@@ -73,6 +74,7 @@ defaults(Opts) ->
                  password => <<"password">>, host => {127, 0, 0, 1}, port => 5222,
                  concurrency => 32, quiet_ms => 200, stall => 30000, fxml => true,
                  time_limit => 3600000, leak_slack => 50, progress => true, known => [],
+                 replay_max => 500,
                  workers => erlang:system_info(schedulers_online)},
                maps:filter(fun(_, V) -> V =/= undefined end, Opts)).
 
@@ -123,7 +125,7 @@ crashes(Log, Opts, Check, R) ->
     end.
 
 culprit(Lines, Window, Log, Opts, Check, R) ->
-    Found = [I || I <- lists:sublist(lists:usort(Window), 500),
+    Found = [I || I <- lists:sublist(lists:usort(Window), maps:get(replay_max, Opts)),
                   begin
                       _ = Check(I),
                       timer:sleep(200),
