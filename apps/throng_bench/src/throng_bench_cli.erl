@@ -87,6 +87,32 @@ command("echo-server", Opts) ->
 command("http-server", Opts) ->
     throng_bench_http_server:serve_forever((maps:with([port, backlog, accept_delay, body_size],
                                                       Opts))#{ip => ip(Opts)});
+command("fuzz", Opts0) ->
+    Opts = fuzz_opts(Opts0),
+    case Opts of
+        #{replay := File} ->
+            {Result, Verdict} = throng_bench_fuzz:replay(File, Opts),
+            io:format("~ts: ~0tP~n", [File, Verdict, 30]),
+            case Result of ok -> 0; failed -> 1 end;
+        _ ->
+            {Result, #{parser := P, socket := S, seed := Seed}} = throng_bench_fuzz:run(Opts),
+            io:format("fuzz seed=~b parser_inputs=~b parser_failures=~b socket_inputs=~b "
+                      "socket_failures=~b~n",
+                      [Seed, maps:get(inputs, P), lists:sum(maps:values(maps:get(failures, P))),
+                       maps:get(inputs, S), lists:sum(maps:values(maps:get(failures, S)))]),
+            case Result of ok -> 0; failed -> 1 end
+    end;
+command("soak-report", #{dir := _, steady_to_s := _} = Opts) ->
+    {Verdict, S} = throng_bench_soak:report(Opts),
+    #{rss_bytes := #{drift_pct := Rss}, beam_bytes := #{drift_pct := Beam},
+      processes := #{drift := Procs}, messages := #{sent := Sent, lost := Lost}} = S,
+    Errors = lists:sum(maps:values(maps:get(errors, S))),
+    io:format("soak ~s: rss drift ~p% beam drift ~p% (target < ~p%), process drift ~w, "
+              "errors ~b, messages sent ~b lost ~b~n",
+              [Verdict, Rss, Beam, maps:get(drift_target, Opts), Procs, Errors, Sent, Lost]),
+    case Verdict of pass -> 0; fail -> 1 end;
+command("soak-report", _) ->
+    throw({usage, "soak-report needs --dir DIR and --steady-to SECONDS"});
 command("worker", Opts) ->
     case Opts of
         #{name := N, cookie := C} ->
@@ -101,6 +127,17 @@ ip(#{ip := S}) ->
     end.
 
 progress(Opts) -> Opts#{progress => not maps:get(no_progress, Opts, false)}.
+
+fuzz_opts(Opts) ->
+    Host = case throng_bench_units:parse_ip(maps:get(host, Opts)) of
+               {ok, Ip} -> Ip;
+               error -> maps:get(host, Opts)
+           end,
+    (maps:without([no_fxml, no_progress], progress(Opts)))#{
+      host => Host, fxml => not maps:get(no_fxml, Opts, false),
+      known => [list_to_atom(K) || K <- maps:get(known, Opts, [])],
+      domain => list_to_binary(maps:get(domain, Opts)),
+      password => list_to_binary(maps:get(password, Opts))}.
 
 %% Exit status of a finished run: aborted -> 3; errors -> 1; else 0.
 exit_code({aborted, Summary}) ->

@@ -19,7 +19,9 @@ commands() ->
      {"compare", "one xmpp scenario against several servers, one after another"},
      {"echo-server", "run the built-in echo and sink servers"},
      {"http-server", "run the built-in HTTP server (backlog and accept delay settable)"},
-     {"worker", "run a worker node that a controller on another host drives"}].
+     {"worker", "run a worker node that a controller on another host drives"},
+     {"fuzz", "fuzz the XML stream parser and a running server with mutated client sessions"},
+     {"soak-report", "the verdict of a bench/soak.sh run: memory drift, errors, lost messages"}].
 
 -define(COMMON_OUT,
         [{"out", out, string, undefined, "write summary.json, timeseries.csv and report.html here"},
@@ -116,6 +118,35 @@ spec("http-server") ->
 spec("worker") ->
     [{"name", name, string, undefined, "node name, e.g. bench1@10.0.0.2 (required)"},
      {"cookie", cookie, string, undefined, "distribution cookie (required)"}];
+spec("fuzz") ->
+    [{"parser", parser, int, 10000, "parser-level inputs (in this VM)"},
+     {"socket", socket, int, 0, "socket-level inputs (sent to the server at --host:--port)"},
+     {"seed", seed, int, undefined, "seed; input N of a seed is always the same (default: the clock)"},
+     {"host", host, string, "127.0.0.1", "server address (socket level)"},
+     {"port", port, pos_int, 5222, "server port (socket level)"},
+     {"domain", domain, string, "localhost", "XMPP domain of the sessions"},
+     {"users", users, pos_int, 1000, "sessions log in as user1..userN"},
+     {"password", password, string, "password", "their password"},
+     {"concurrency", concurrency, pos_int, 32, "socket-level connections in flight"},
+     {"quiet", quiet_ms, duration, 200, "after an input, wait this long for the server to answer"},
+     {"stall", stall, duration, 30000, "an input running longer than this is a loop (a failure)"},
+     {"time-limit", time_limit, duration, 3600000, "stop after this long in all"},
+     {"server-log", server_log, string, undefined,
+      "the server's log file: error lines during the run are failures"},
+     {"stats-port", stats_port, pos_int, undefined,
+      "the server's statistics port: process count before and after (leak check)"},
+     {"leak-slack", leak_slack, int, 50, "processes more at the end than at the start that are allowed"},
+     {"no-fxml", no_fxml, flag, false, "do not compare with fast_xml"},
+     {"known", known, {repeat, string}, [],
+      "a failure kind counted apart, not failing the run (repeat), e.g. reset_silently"},
+     {"out", out, string, "fuzz-out", "summary.json and reproducers/ go here"},
+     {"replay", replay, string, undefined, "run one reproducer file (.term) again and exit"},
+     {"no-progress", no_progress, flag, false, "no live progress line on stderr"}];
+spec("soak-report") ->
+    [{"dir", dir, string, undefined, "the soak run's directory (samples.csv, main/, drain/)"},
+     {"steady-from", steady_from_s, int, 0, "seconds into the run when every user is online"},
+     {"steady-to", steady_to_s, int, undefined, "seconds into the run when users start leaving"},
+     {"drift-target", drift_target, pos_number, 2, "largest memory drift that passes, percent"}];
 spec(_) -> [].
 
 %% @doc Parse the arguments of a subcommand into a map of typed values

@@ -21,7 +21,9 @@ all() ->
      prometheus_page_is_well_formed, connections_per_listener, auth_failures_counted,
      latency_probes_are_answered, basic_auth_when_configured, unknown_paths_and_methods,
      queue_alarm_registered_process, queue_alarm_suspended_session, ctl_stats_once,
-     stats_command_comes_and_goes, cli_stats_from_hidden_node, dashboard_renders_in_chromium].
+     stats_command_comes_and_goes, cli_stats_from_hidden_node, dashboard_renders_in_chromium,
+     half_sent_requests_do_not_starve, slowloris_closed_after_request_timeout,
+     idle_keepalive_closed, keepalive_and_pipelining, bad_requests_answered_and_closed].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(inets),
@@ -49,6 +51,13 @@ start(TC, Config) ->
 
 stats_overrides(basic_auth_when_configured) ->
     #{auth_user => <<"admin">>, auth_password => <<"s3cret">>};
+stats_overrides(half_sent_requests_do_not_starve) ->
+    %% Deadlines far beyond the test: only the cap's eviction can make room.
+    #{http_max_connections => 8, http_request_timeout => 600000, http_idle_timeout => 600000};
+stats_overrides(slowloris_closed_after_request_timeout) ->
+    #{http_request_timeout => 300};
+stats_overrides(idle_keepalive_closed) ->
+    #{http_idle_timeout => 300, http_request_timeout => 600000};
 stats_overrides(_) ->
     #{}.
 
@@ -219,6 +228,107 @@ unknown_paths_and_methods(_) ->
     ?assertEqual(nomatch, re:run(Html, "(src|href)=\"(https?:)?//")),
     {200, _, _} = http_get("/dashboard.js", []),
     {200, _, _} = http_get("/dashboard.css", []).
+
+%%% HTTP connections: deadlines and a cap that cannot be starved
+
+%% A hundred connections that each sent half a request (the cap is 8, the
+%% deadlines far beyond the test) do not keep a complete request
+%% out: it is answered 200, the oldest half-sent connections were closed to
+%% make room, and the endpoint never holds more than the cap.
+half_sent_requests_do_not_starve(_) ->
+    Stalled = [begin
+                   S = connect(),
+                   ok = gen_tcp:send(S, <<"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ">>),
+                   S
+               end || _ <- lists:seq(1, 100)],
+    #{held := Held} = throng_stats_httpd:info(),
+    ?assert(Held =< 8),
+    {200, _} = raw_request(<<"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n">>, 10000),
+    {200, _} = raw_request(<<"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n">>, 10000),
+    #{evicted := Evicted, refused := 0} = throng_stats_httpd:info(),
+    ?assert(Evicted >= 100 - 8),
+    %% The first stalled connections were closed by the server.
+    [?assertEqual(closed, wait_closed(S, 10000)) || S <- lists:sublist(Stalled, 10)],
+    [gen_tcp:close(S) || S <- Stalled],
+    %% httpc (keep-alive, its own pool) still gets through.
+    {200, _, _} = http_get("/metrics", []).
+
+%% A client that sends its headers a byte at a time never completes them
+%% within stats.http_request_timeout (300 ms): it gets 408 and is closed,
+%% although it keeps sending.
+slowloris_closed_after_request_timeout(_) ->
+    S = connect(),
+    ok = gen_tcp:send(S, <<"GET /metrics HTTP/1.1\r\nHost: x\r\n">>),
+    %% A byte every 50 ms, for up to 20 s (far beyond the deadline), until
+    %% the server answers.
+    Dribble = fun Loop(0) -> still_open;
+                  Loop(N) ->
+                      case gen_tcp:recv(S, 0, 50) of
+                          {error, timeout} ->
+                              _ = gen_tcp:send(S, <<"X">>),
+                              Loop(N - 1);
+                          {ok, First} ->
+                              {ok, Rest} = recv_all(S, 10000),
+                              <<First/binary, Rest/binary>>;
+                          {error, Why} ->
+                              Why
+                      end
+              end,
+    Answer = Dribble(400),
+    ?assertMatch(<<"HTTP/1.1 408 ", _/binary>>, Answer),
+    %% A whole request still gets through.
+    {200, _} = raw_request(<<"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n">>, 10000).
+
+%% A kept-alive connection that sends nothing after its answer is closed
+%% after stats.http_idle_timeout (300 ms), while a new one is served.
+idle_keepalive_closed(_) ->
+    S = connect(),
+    ok = gen_tcp:send(S, <<"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n">>),
+    {200, _} = recv_response(S, 10000),
+    ?assertEqual(closed, wait_closed(S, 10000)),
+    wait_for(fun() -> maps:get(held, throng_stats_httpd:info()) =:= 0 end, "no connection held"),
+    {200, _} = raw_request(<<"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n">>, 10000).
+
+%% One connection serves several requests, sent one after another and
+%% pipelined; HEAD has GET's length and no body; Connection: close ends it.
+keepalive_and_pipelining(_) ->
+    S = connect(),
+    ok = gen_tcp:send(S, <<"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n">>),
+    {200, Body} = recv_response(S, 10000),
+    _ = jiffy:decode(Body, [return_maps]),
+    Req = <<"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n">>,
+    ok = gen_tcp:send(S, [Req, Req, <<"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n">>]),
+    {404, _} = recv_response(S, 10000),
+    {404, _} = recv_response(S, 10000),
+    {200, Headers} = recv_response_headers(S, 10000),
+    ?assert(binary_to_integer(maps:get(<<"content-length">>, Headers)) > 0),
+    ?assertEqual(closed, wait_closed(S, 10000)).
+
+%% Malformed, oversized and unsupported requests get an answer and a close.
+bad_requests_answered_and_closed(_) ->
+    Cases = [{<<"NOT HTTP AT ALL\r\n\r\n">>, 400},
+             {<<"GET /metrics HTTP/1.1\r\nHost: x\r\n", (binary:copy(<<"X-A: b\r\n">>, 100))/binary, "\r\n">>, 431},
+             {<<"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n">>, 413},
+             {<<"POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n">>, 411}],
+    [begin
+         S = connect(),
+         ok = gen_tcp:send(S, Bytes),
+         {ok, Answer} = recv_all(S, 10000),
+         Prefix = <<"HTTP/1.1 ", (integer_to_binary(Code))/binary, " ">>,
+         ?assertEqual({Code, Prefix}, {Code, binary:part(Answer, 0, min(byte_size(Answer), byte_size(Prefix)))})
+     end || {Bytes, Code} <- Cases],
+    %% A line longer than 8 KiB: the packet decoder gives up on the socket,
+    %% which is closed without an answer.
+    S1 = connect(),
+    ok = gen_tcp:send(S1, <<"GET /", (binary:copy(<<"a">>, 20000))/binary, " HTTP/1.1\r\n\r\n">>),
+    ?assertEqual(closed, wait_closed(S1, 10000)),
+    %% A small body is read and dropped; the connection stays usable.
+    S2 = connect(),
+    ok = gen_tcp:send(S2, <<"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                            "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n">>),
+    {405, _} = recv_response(S2, 10000),
+    {404, _} = recv_response(S2, 10000),
+    gen_tcp:close(S2).
 
 %%% The queue alarm: logged, exported, shown (page data and table)
 
@@ -425,6 +535,65 @@ file_size(Path) ->
     end.
 
 %%% Helpers
+
+connect() ->
+    {ok, S} = gen_tcp:connect({127, 0, 0, 1}, throng_stats:http_port(),
+                              [binary, {active, false}], 5000),
+    S.
+
+%% One request on a new connection: the status and the body.
+raw_request(Bytes, Ms) ->
+    S = connect(),
+    ok = gen_tcp:send(S, Bytes),
+    R = recv_response(S, Ms),
+    gen_tcp:close(S),
+    R.
+
+recv_response(S, Ms) ->
+    {Code, Headers} = recv_response_headers(S, Ms),
+    Body = case binary_to_integer(maps:get(<<"content-length">>, Headers, <<"0">>)) of
+               0 -> <<>>;
+               Len -> {ok, B} = gen_tcp:recv(S, Len, Ms), B
+           end,
+    {Code, Body}.
+
+%% Reads a response's status line and headers with the HTTP packet decoder
+%% (a HEAD response: everything there is).
+recv_response_headers(S, Ms) ->
+    ok = inet:setopts(S, [{packet, http_bin}]),
+    {ok, {http_response, _, Code, _}} = gen_tcp:recv(S, 0, Ms),
+    Headers = recv_headers(S, Ms, #{}),
+    ok = inet:setopts(S, [{packet, raw}]),
+    {Code, Headers}.
+
+recv_headers(S, Ms, Acc) ->
+    case gen_tcp:recv(S, 0, Ms) of
+        {ok, {http_header, _, Name, _, Value}} ->
+            N = string:lowercase(if is_atom(Name) -> atom_to_binary(Name); true -> Name end),
+            recv_headers(S, Ms, Acc#{N => Value});
+        {ok, http_eoh} ->
+            Acc
+    end.
+
+%% Everything the server sends until it closes.
+recv_all(S, Ms) ->
+    recv_all(S, Ms, []).
+
+recv_all(S, Ms, Acc) ->
+    case gen_tcp:recv(S, 0, Ms) of
+        {ok, B} -> recv_all(S, Ms, [Acc, B]);
+        {error, closed} -> {ok, iolist_to_binary(Acc)};
+        {error, econnreset} -> {ok, iolist_to_binary(Acc)};
+        {error, timeout} -> {timeout, iolist_to_binary(Acc)}
+    end.
+
+%% closed once the server has closed the connection (whatever it sent
+%% first is dropped), timeout if it is still open after Ms.
+wait_closed(S, Ms) ->
+    case recv_all(S, Ms) of
+        {ok, _} -> closed;
+        {timeout, _} -> timeout
+    end.
 
 login_all() ->
     [?C:login(U, <<"password">>, <<"res">>) || U <- [<<"alice">>, <<"bob">>, <<"carol">>]].

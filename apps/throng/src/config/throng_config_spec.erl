@@ -336,7 +336,24 @@ stats_spec() ->
                          doc => "HTTP basic-auth password."},
       queue_alarm => #{type => {int, 1, 100000000}, default => 10000,
                        doc => "A process whose message queue is longer than this raises "
-                              "the queue alarm (logged, exported, shown)."}}.
+                              "the queue alarm (logged, exported, shown)."},
+      http_max_connections =>
+          #{type => {int, 1, 100000}, default => 64,
+            doc => "Most connections the HTTP endpoint holds. A connection beyond it "
+                   "closes the one that has waited longest without a complete request "
+                   "(a half-sent request or an idle keep-alive connection), so requests "
+                   "that arrive whole are served however many others stall; only when "
+                   "every held connection is being answered is the newcomer refused "
+                   "with 503."},
+      http_request_timeout =>
+          #{type => {int, 10, 3600000}, default => 5000,
+            doc => "Milliseconds a client has to send a request's line and headers "
+                   "(from the connect, or from the request line on a kept-alive "
+                   "connection); later: 408 and the connection is closed."},
+      http_idle_timeout =>
+          #{type => {int, 10, 3600000}, default => 10000,
+            doc => "Milliseconds a kept-alive connection may wait for its next request "
+                   "line; then it is closed."}}.
 
 storage_spec() ->
     #{backend => #{type => {enum, [mnesia]}, default => mnesia,
