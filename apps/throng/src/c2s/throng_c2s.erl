@@ -480,9 +480,10 @@ terminate(Reason, State, D) ->
     end,
     try end_session(D)
     after
-        case D#d.sock of
-            undefined -> ok;
-            Sock -> throng_transport:close(Sock)
+        case {D#d.sock, Reason} of
+            {undefined, _} -> ok;
+            {Sock, {shutdown, stream_error}} -> throng_transport:close_after_error(Sock);
+            {Sock, _} -> throng_transport:close(Sock)
         end
     end,
     ok.

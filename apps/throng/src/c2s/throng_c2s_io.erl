@@ -78,7 +78,7 @@ shape(Size, #d{lref = LRef, tokens = T0, tstamp = Last} = D) ->
             end
     end.
 
--spec header_error(atom(), binary(), binary(), data()) -> {stop, normal, data()}.
+-spec header_error(atom(), binary(), binary(), data()) -> {stop, {shutdown, stream_error}, data()}.
 header_error(Cond, Text, Id, D) ->
     Server = case D#d.server of
                  <<>> -> hd(throng_config:get([hosts]));
@@ -129,13 +129,16 @@ send_now(D, Bytes) ->
     end.
 
 %% Sends a stream error and ends the connection (RFC 6120 §4.9).
--spec stream_error(atom(), binary(), data()) -> {stop, normal, data()}.
+%% The connection then ends with {shutdown, stream_error}: its socket is
+%% closed without losing the error to a reset
+%% ({@link throng_transport:close_after_error/1}).
+-spec stream_error(atom(), binary(), data()) -> {stop, {shutdown, stream_error}, data()}.
 stream_error(Cond, Text, D) ->
     throng_metrics:incr(stream_errors),
     logger:info(#{what => stream_error, condition => Cond, text => Text, ip => D#d.ip,
                   jid => jid_text(D)}),
     _ = send_now(D, [throng_stream:error(Cond, Text), throng_stream:close()]),
-    {stop, normal, D#d{out = []}}.
+    {stop, {shutdown, stream_error}, D#d{out = []}}.
 
 -spec jid_text(data()) -> binary() | undefined.
 jid_text(#d{jid = undefined, user = undefined}) -> undefined;

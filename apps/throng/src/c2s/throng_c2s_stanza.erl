@@ -27,20 +27,21 @@ stanza(El, D) ->
 %% namespace is not a stanza of this stream, and any other element is not
 %% supported (unsupported-stanza-type, §4.9.3.22), nor is an element of
 %% the stream namespace.
-top_level(#xmlel{name = Name} = El) ->
-    case binary:split(Name, <<":">>) of
-        [<<"stream">>, _Local] ->
-            %% The stream prefix of the header: no such stream element is
-            %% sent by a client.
-            {error, 'unsupported-stanza-type', <<"unexpected stream element">>};
-        [_Prefix, _Local] ->
-            {error, 'bad-namespace-prefix', <<"stanzas of jabber:client carry no prefix">>};
-        [Local] ->
-            Stanza = Local =:= <<"message">> orelse Local =:= <<"presence">> orelse Local =:= <<"iq">>,
-            case Stanza andalso lists:member(throng_xml:ns(El), [<<>>, ?NS_CLIENT]) of
-                true -> stanza;
-                false -> {error, 'unsupported-stanza-type', <<"not a jabber:client stanza">>}
-            end
+top_level(#xmlel{name = Name} = El)
+  when Name =:= <<"message">>; Name =:= <<"presence">>; Name =:= <<"iq">> ->
+    case throng_xml:ns(El) of
+        <<>> -> stanza;
+        ?NS_CLIENT -> stanza;
+        _ -> {error, 'unsupported-stanza-type', <<"not a jabber:client stanza">>}
+    end;
+top_level(#xmlel{name = <<"stream:", _/binary>>}) ->
+    %% The stream prefix of the header: no such stream element is sent by a
+    %% client.
+    {error, 'unsupported-stanza-type', <<"unexpected stream element">>};
+top_level(#xmlel{name = Name}) ->
+    case binary:match(Name, <<":">>) of
+        nomatch -> {error, 'unsupported-stanza-type', <<"not a jabber:client stanza">>};
+        _ -> {error, 'bad-namespace-prefix', <<"stanzas of jabber:client carry no prefix">>}
     end.
 
 client_stanza(#xmlel{name = Name} = El, D) ->

@@ -14,9 +14,12 @@
 
 -export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1,
          controlling_process/2, peer_ip/1, close/1, upgrade/3, decode/2,
-         port/1, is_tls/1]).
+         port/1, is_tls/1, close_after_error/1]).
 
 -type socket() :: {module(), port(), term()}.
+
+-define(LINGER_MS, 1000).
+-define(LINGER_BYTES, 65536).
 -type message_tags() :: {Data :: atom(), Closed :: atom(), Error :: atom(), Passive :: atom()}.
 -export_type([socket/0, message_tags/0]).
 
@@ -96,3 +99,27 @@ port({_, Port, _}) -> Port.
 
 -spec is_tls(socket()) -> boolean().
 is_tls({Mod, _, _}) -> Mod =:= throng_transport_tls.
+
+%% @doc Closes a connection after writing an error its peer may not have
+%% read yet: ends the write side, then reads and drops what the peer still
+%% sends until it closes, for at most a second or 64 KB. Closing a socket
+%% with unread input makes the kernel answer with a reset, and a reset makes
+%% the peer's kernel drop what it had not read yet — the stream error.
+-spec close_after_error(socket()) -> ok.
+close_after_error({_, Port, _} = S) ->
+    _ = inet:setopts(Port, [{active, false}]),
+    _ = gen_tcp:shutdown(Port, write),
+    drain(Port, erlang:monotonic_time(millisecond) + ?LINGER_MS, ?LINGER_BYTES),
+    close(S).
+
+drain(Port, Deadline, Left) when Left > 0 ->
+    case Deadline - erlang:monotonic_time(millisecond) of
+        Wait when Wait > 0 ->
+            case gen_tcp:recv(Port, 0, Wait) of
+                {ok, Bytes} -> drain(Port, Deadline, Left - byte_size(Bytes));
+                {error, _} -> ok
+            end;
+        _ -> ok
+    end;
+drain(_Port, _Deadline, _Left) ->
+    ok.
