@@ -279,8 +279,10 @@ xml({error, Cond, Text}, wait_header, D) ->
 xml({error, Cond, Text}, _State, D) ->
     throng_c2s_io:stream_error(Cond, Text, D);
 xml(stream_end, _State, D) ->
+    %% What the client sent after its stream end is drained, not answered
+    %% with a reset that would destroy our closing tag.
     _ = throng_c2s_io:send_now(D, throng_stream:close()),
-    {stop, normal, D#d{out = []}};
+    {stop, {shutdown, stream_end}, D#d{out = []}};
 xml({stream_start, Name, Attrs}, wait_header, D) ->
     Id = throng_stream:new_id(),
     case throng_stream:check_header(Name, Attrs, throng_config:get([hosts])) of
@@ -482,7 +484,8 @@ terminate(Reason, State, D) ->
     after
         case {D#d.sock, Reason} of
             {undefined, _} -> ok;
-            {Sock, {shutdown, stream_error}} -> throng_transport:close_after_error(Sock);
+            {Sock, {shutdown, Why}} when Why =:= stream_error; Why =:= stream_end ->
+                throng_transport:close_after_error(Sock);
             {Sock, _} -> throng_transport:close(Sock)
         end
     end,

@@ -18,8 +18,8 @@
 
 -type socket() :: {module(), port(), term()}.
 
--define(LINGER_MS, 1000).
--define(LINGER_BYTES, 65536).
+-define(LINGER_MS, 2000).
+-define(LINGER_BYTES, 1048576).
 -type message_tags() :: {Data :: atom(), Closed :: atom(), Error :: atom(), Passive :: atom()}.
 -export_type([socket/0, message_tags/0]).
 
@@ -102,7 +102,8 @@ is_tls({Mod, _, _}) -> Mod =:= throng_transport_tls.
 
 %% @doc Closes a connection after writing an error its peer may not have
 %% read yet: ends the write side, then reads and drops what the peer still
-%% sends until it closes, for at most a second or 64 KB. Closing a socket
+%% sends until it closes, for at most 2 s or 1 MiB (four stanzas of the
+%% default maximum size). Closing a socket
 %% with unread input makes the kernel answer with a reset, and a reset makes
 %% the peer's kernel drop what it had not read yet — the stream error.
 -spec close_after_error(socket()) -> ok.
