@@ -174,8 +174,11 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
                 {ok, Data} ->
                     data(Data, State, D);
                 {error, Why} ->
+                    %% A failed TLS handshake after <proceed/>: what the
+                    %% client still sends is drained, so that no reset
+                    %% destroys the <proceed/> it may not have read.
                     logger:info(#{what => tls_error, reason => Why, ip => D#d.ip}),
-                    {stop, normal, D}
+                    {stop, {shutdown, tls_error}, D}
             end;
         {Passive, _} when not D#d.paused, State =/= resumable ->
             %% The driver delivered its N reads: re-arm (a paused socket is
@@ -484,7 +487,8 @@ terminate(Reason, State, D) ->
     after
         case {D#d.sock, Reason} of
             {undefined, _} -> ok;
-            {Sock, {shutdown, Why}} when Why =:= stream_error; Why =:= stream_end ->
+            {Sock, {shutdown, Why}} when Why =:= stream_error; Why =:= stream_end;
+                                         Why =:= tls_error ->
                 throng_transport:close_after_error(Sock);
             {Sock, _} -> throng_transport:close(Sock)
         end

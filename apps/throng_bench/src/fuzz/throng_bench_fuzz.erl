@@ -139,6 +139,11 @@ culprit(Lines, Window, Log, Opts, Check, R) ->
 
 leaks(undefined, _Opts, R) ->
     R;
+leaks(#{processes := P0}, Opts, R) when not is_integer(P0) ->
+    %% The server's first statistics sample had no process count yet: no
+    %% baseline, no leak check (said, not hidden).
+    say(Opts, "fuzz: no process count before the run: leak check skipped~n", []),
+    R#{processes_before => null};
 leaks(#{processes := P0}, Opts, R) ->
     Slack = maps:get(leak_slack, Opts),
     %% Sessions kept for resumption leave after the server's resume_timeout.
