@@ -263,7 +263,7 @@ send_out(State, D0) ->
 %% storage, with the unacknowledged stanzas of XEP-0198). No stream error:
 %% the client is not reading, and a write would only wait.
 check_backlog(#d{lref = LRef} = D) ->
-    {Stanzas, Bytes} = throng_c2s_io:backlog(D),
+    {Stanzas, Bytes} = throng_c2s_io:backlog(),
     case Stanzas > throng_c2s_io:lopt(LRef, max_queued_stanzas)
         orelse Bytes > throng_c2s_io:lopt(LRef, max_queued_bytes) of
         false ->

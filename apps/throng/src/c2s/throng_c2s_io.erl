@@ -10,7 +10,7 @@
 -include("throng_c2s.hrl").
 
 -export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
-         backlog/1]).
+         backlog/0]).
 
 -spec opts(throng_listener:ref()) -> throng_listener:info().
 opts(LRef) -> throng_listener:info(LRef).
@@ -111,8 +111,8 @@ flush(#d{out = Out, sock = Sock} = D) ->
 %% driver's high watermark, so it never holds more than that and one write.
 %% {0, 0} without looking further when the mailbox is empty (the cheap,
 %% usual case).
--spec backlog(data()) -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer()}.
-backlog(_D) ->
+-spec backlog() -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer()}.
+backlog() ->
     case process_info(self(), message_queue_len) of
         {message_queue_len, 0} -> {0, 0};
         {message_queue_len, Len} ->

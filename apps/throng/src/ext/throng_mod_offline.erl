@@ -95,9 +95,7 @@ item_bytes(Msg, Host) ->
 %% max_node_bytes (the caller bounces it).
 -spec store(#jid{}, #jid{}, #xmlel{}) -> ok | {error, full}.
 store(From, #jid{user = U, server = S} = To, El) ->
-    FromBin = throng_jid:to_binary(From),
-    Packet = throng_xml:to_binary(throng_stanza:set_from_to(El, FromBin, throng_jid:to_binary(To))),
-    Msg = #offline_msg{timestamp = os:system_time(microsecond), from = FromBin, packet = Packet},
+    Msg = #offline_msg{packet = Packet} = throng_inflight:stored(From, To, El),
     Opt = fun(Key) -> throng_ext:opt(S, ?MODULE, Key) end,
     Result = case throng_storage:offline_bytes() + byte_size(Packet) > Opt(max_node_bytes) of
                  true -> {error, full};

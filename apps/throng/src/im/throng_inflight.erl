@@ -18,7 +18,7 @@
 
 -include("throng.hrl").
 
--export([keepable/1, keep/3, forget/1, return/1]).
+-export([keepable/1, keep/3, forget/1, return/1, stored/3]).
 
 %% @doc Whether a stanza is a message that offline storage would keep:
 %% chat and normal messages (RFC 6121 §8.5.2.1.1), not headlines, group
@@ -35,13 +35,17 @@ keepable(_) ->
 keep(_User, _Owner, []) ->
     [];
 keep(#jid{user = U, server = S}, Owner, Stanzas) ->
-    Now = os:system_time(microsecond),
-    Msgs = [begin
-                FromBin = throng_jid:to_binary(From),
-                Packet = throng_stanza:set_from_to(El, FromBin, throng_jid:to_binary(To)),
-                #offline_msg{timestamp = Now, from = FromBin, packet = throng_xml:to_binary(Packet)}
-            end || {From, To, El} <- Stanzas],
+    Msgs = [stored(From, To, El) || {From, To, El} <- Stanzas],
     throng_storage:inflight_put(U, S, Owner, Msgs).
+
+%% @doc A routed message as storage keeps it: the stanza serialized with its
+%% addresses (the bytes that will be sent), the sender, the time now.
+-spec stored(#jid{}, #jid{}, #xmlel{}) -> #offline_msg{}.
+stored(From, To, El) ->
+    FromBin = throng_jid:to_binary(From),
+    Packet = throng_stanza:set_from_to(El, FromBin, throng_jid:to_binary(To)),
+    #offline_msg{timestamp = os:system_time(microsecond), from = FromBin,
+                 packet = throng_xml:to_binary(Packet)}.
 
 %% @doc Forgets kept messages (acknowledged, or delivered again elsewhere).
 %% A failure is logged: the message stays kept and comes back from offline

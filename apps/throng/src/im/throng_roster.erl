@@ -133,12 +133,10 @@ check_item(J, Name, Groups) ->
 %% write, outside its transaction: concurrent additions (the user's own
 %% sessions, requests arriving at the same moment) can pass it by a few.
 room_for(U, S, Contact) ->
-    case throng_storage:roster_get_item(U, S, Contact) of
-        #roster_item{} -> true;
-        undefined ->
-            {_Ver, Items} = throng_storage:roster_get(U, S),
-            length(Items) < throng_config:get([limits, roster_max_items])
-    end.
+    %% One read: the item lookup would read the same rows.
+    {_Ver, Items} = throng_storage:roster_get(U, S),
+    lists:keymember(Contact, #roster_item.jid, Items)
+        orelse length(Items) < throng_config:get([limits, roster_max_items]).
 
 set_item(#jid{user = U, server = S} = User, IQ, #jid{user = CU, server = CS}, {Name, Groups}) ->
     Contact = {CU, CS},
