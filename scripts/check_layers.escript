@@ -18,8 +18,9 @@
          {im, [storage, auth, core, config, xml]},
          {ext, [im, storage, auth, core, config, xml]},
          {c2s, [im, net, storage, auth, core, config, xml]},
-         {admin, [c2s, ext, im, net, storage, auth, core, config, xml]},
-         {app, [admin, c2s, ext, im, net, storage, auth, core, config, xml]}]).
+         {cluster, [im, net, storage, auth, core, config, xml]},
+         {admin, [cluster, c2s, ext, im, net, storage, auth, core, config, xml]},
+         {app, [admin, cluster, c2s, ext, im, net, storage, auth, core, config, xml]}]).
 
 main(Args) ->
     Root = filename:dirname(filename:dirname(filename:absname(escript:script_name()))),

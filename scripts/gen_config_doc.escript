@@ -91,6 +91,7 @@ type(string) -> "string";
 type(path) -> "path";
 type(ip) -> "IP address";
 type(domain) -> "domain";
+type(node) -> "node name";
 type({int, Min, infinity}) -> io_lib:format("integer &ge; ~b", [Min]);
 type({int, Min, Max}) -> io_lib:format("integer ~b..~b", [Min, Max]);
 type({int_or_infinity, Min}) -> io_lib:format("integer &ge; ~b or `infinity`", [Min]);

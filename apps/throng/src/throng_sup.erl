@@ -6,7 +6,9 @@
 %% │                            auth failures, registrations, PLAIN cache); does nothing else
 %% ├── throng_services_sup (one_for_one)
 %% │   ├── (storage backend)    e.g. throng_mnesia_sync, the group commit of Mnesia's log
-%% │   └── throng_janitor       ages out auth-failure and registration entries
+%% │   ├── throng_janitor       ages out auth-failure and registration entries
+%% │   ├── throng_dir_1..8      writers of this node's part of the session directory
+%% │   └── throng_cluster       cluster membership: seeds, members up and down
 %% └── throng_listeners_sup     one throng_listener_sup per configured listener
 %% '''
 %% rest_for_one: everything after the table owner uses its tables, so were
@@ -38,7 +40,8 @@ init(top) ->
     Children =
         [#{id => throng_table_owner,
            start => {throng_table_owner, start_link,
-                     [[{throng_sm, init, []}, {throng_metrics, init_hot_queues, []},
+                     [[{throng_sm, init, []}, {throng_dir, init_table, []},
+                       {throng_metrics, init_hot_queues, []},
                        {throng_tables, create, []}]]}},
          #{id => throng_services_sup, start => {?MODULE, start_services, []},
            type => supervisor, shutdown => infinity},
@@ -51,5 +54,9 @@ init(top) ->
 init(services) ->
     Children =
         throng_storage:child_specs() ++
-        [#{id => throng_janitor, start => {throng_janitor, start_link, []}}],
+        [#{id => throng_janitor, start => {throng_janitor, start_link, []}}] ++
+        %% The cluster: this node's part of the session directory, then the
+        %% membership process that fills the member list.
+        throng_dir:child_specs(fun throng_sm:local_rival/2) ++
+        [#{id => throng_cluster, start => {throng_cluster, start_link, []}}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

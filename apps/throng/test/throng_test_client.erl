@@ -26,8 +26,10 @@ port() ->
 
 %% @doc Opens a TCP connection (no stream yet).
 -spec connect(map()) -> client().
+connect(#{port := Port} = Opts) ->
+    connect(Port, Opts);
 connect(Opts) ->
-    connect(maps:get(port, Opts, port()), Opts).
+    connect(port(), Opts).
 
 -spec connect(inet:port_number(), map()) -> client().
 connect(Port, Opts) ->

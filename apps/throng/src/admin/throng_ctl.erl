@@ -83,7 +83,12 @@ builtin() ->
      {"register", "USER DOMAIN PASSWORD", "Create an account"},
      {"unregister", "USER DOMAIN", "Remove an account, its roster and offline messages"},
      {"passwd", "USER DOMAIN PASSWORD", "Change a password"},
-     {"sessions", "", "List connected sessions (full JIDs)"},
+     {"sessions", "", "List connected sessions (full JIDs) of every cluster member"},
+     {"cluster", "", "Cluster members with their sessions and directory entries"},
+     {"join-cluster", "NODE", "Join the cluster of NODE (same cookie, same storage); "
+      "remembered across restarts"},
+     {"leave-cluster", "", "End this node's sessions cleanly, leave the cluster and stop "
+      "the node"},
      {"kick", "JID", "End the session of a full JID, or every session of a bare JID"},
      {"bulk-register", "DOMAIN COUNT PASSWORD [PREFIX [CONTACTS [ITERATIONS]]]",
       "Create PREFIX1..PREFIXCOUNT (default prefix user) with one password, mutual "
@@ -107,8 +112,25 @@ run("passwd", [U, S, P]) ->
     account_result(throng_auth:set_password(bin(U), bin(S), bin(P)),
                    io_lib:format("Password of ~s@~s changed", [U, S]));
 run("sessions", []) ->
-    Lines = lists:sort([[throng_jid:to_binary(J), "\n"] || {J, _} <- throng_sm:all()]),
-    {?OK, Lines};
+    Members = throng_cluster:members(),
+    All = lists:append([case R of
+                            {ok, L} -> L;
+                            _ -> []
+                        end || R <- erpc:multicall(Members, throng_sm, all, [], 10000)]),
+    {?OK, lists:sort([[throng_jid:to_binary(J), "\n"] || {J, _} <- All])};
+run("cluster", []) ->
+    Rows = [[atom_to_list(N), show(S), show(D)]
+            || #{node := N, sessions := S, directory := D} <- throng_cluster:status()],
+    {?OK, [io_lib:format("~-40s ~12s ~12s~n", R)
+           || R <- [["node", "sessions", "directory"] | Rows]]};
+run("join-cluster", [Node]) ->
+    case throng_cluster:join(list_to_atom(Node)) of
+        ok -> {?OK, io_lib:format("Joined the cluster of ~s; members: ~s~n",
+                                  [Node, lists:join(" ", [atom_to_list(N) || N <- throng_cluster:members()])])};
+        {error, Why} -> {?ERROR, ["Error: ", Why, "\n"]}
+    end;
+run("leave-cluster", []) ->
+    leave_cluster();
 run("kick", [J]) ->
     case throng_jid:parse(bin(J)) of
         {ok, #jid{resource = <<>>, user = U, server = S}} ->
@@ -189,6 +211,20 @@ kick(Pids, J) ->
     [throng_session:kick(P, <<"kicked by an administrator">>) || P <- Pids],
     {?OK, io_lib:format("Kicked ~b session(s) of ~s~n", [length(Pids), J])}.
 
+%% While still a member: no new connections, every session ends with
+%% system-shutdown (contacts everywhere see it go, what it held goes to
+%% other resources or to the shared storage); then the others are told, and
+%% the node stops.
+leave_cluster() ->
+    N = throng_sm:count(),
+    _ = supervisor:terminate_child(throng_sup, throng_listeners_sup),
+    ok = throng_cluster:leave(),
+    spawn(fun() -> timer:sleep(500), init:stop() end),
+    {?OK, io_lib:format("Ended ~b session(s), left the cluster; the node stops~n", [N])}.
+
+show(N) when is_integer(N) -> integer_to_list(N);
+show(A) -> atom_to_list(A).
+
 status() ->
     {Uptime, _} = erlang:statistics(wall_clock),
     M = throng_metrics:all(),
@@ -199,6 +235,7 @@ status() ->
                            {"uptime", io_lib:format("~b s", [Uptime div 1000])},
                            {"connections open", integer_to_list(maps:get(connections_open, M))},
                            {"sessions", integer_to_list(throng_sm:count())},
+                           {"cluster members", integer_to_list(length(throng_cluster:members()))},
                            {"logins", integer_to_list(maps:get(logins, M))},
                            {"processes", integer_to_list(erlang:system_info(process_count))},
                            {"memory total", mb(proplists:get_value(total, Mem))},

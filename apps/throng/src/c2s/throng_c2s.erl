@@ -101,6 +101,14 @@ handle_event(info, {replaced, _By}, _State, D) ->
     throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D);
 handle_event(info, {kick, Reason}, _State, D) ->
     throng_c2s_io:stream_error('policy-violation', Reason, D);
+handle_event(info, {throng_session, place_again}, _State, #d{jid = JID} = D) when JID =/= undefined ->
+    case throng_sm:place_again(JID, self()) of
+        ok -> keep_state_and_data;
+        {exists, Older} -> throng_session:replace(Older, self()), keep_state_and_data;
+        conflict -> throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D)
+    end;
+handle_event(info, {throng_session, place_again}, _State, _D) ->
+    keep_state_and_data;
 handle_event(info, {throng_session, ext, Mod, Msg}, session, D) ->
     session_info(Mod, Msg, D);
 handle_event(info, Mod, session, D) when is_atom(Mod), Mod =/= resume_overflow ->
@@ -133,6 +141,8 @@ handle_event(state_timeout, resume_expired, resumable, D) ->
     {stop, normal, D};
 handle_event({call, From}, {resume, Bare, H}, State, D) ->
     throng_c2s_sm:resume_request(From, Bare, H, State, D);
+handle_event({call, From}, {resume_elsewhere, Bare, H}, State, D) ->
+    throng_c2s_sm:resume_elsewhere(From, Bare, H, State, D);
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
     elements(Rest, session, D1);
@@ -395,20 +405,28 @@ bind(IQ, Bind, D) ->
             %% the receive buffers they were parsed from.
             JID = #jid{user = binary:copy(D#d.user), server = binary:copy(D#d.server),
                        resource = binary:copy(Resource)},
-            ok = register_session(JID),
-            throng_metrics:incr(sessions_opened),
-            logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
-            Reply = throng_stanza:iq_result(
-                      IQ, [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
-                                  children = [#xmlel{name = <<"jid">>,
-                                                     children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
-            throng_hooks:notify(session_opened, JID#jid.server, #{jid => JID}),
-            %% What only negotiation needed is dropped: an idle session's
-            %% state is what it keeps for hours.
-            {next, session, throng_c2s_io:emit(throng_xml:to_iolist(Reply),
-                                 D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,
-                                     stream_id = <<>>, ip = undefined, auth_failures = 0}),
-             [{{timeout, negotiation}, cancel}]}
+            case register_session(JID) of
+                %% A session of this full JID registered on another node at
+                %% the same moment, and later: it wins (RFC 6120 §7.7.2.2
+                %% lets the server refuse the new binding).
+                conflict ->
+                    {next, wait_bind, throng_c2s_io:emit(throng_xml:to_iolist(
+                                             throng_stanza:error_reply(IQ, conflict)), D)};
+                ok ->
+                    throng_metrics:incr(sessions_opened),
+                    logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
+                    Reply = throng_stanza:iq_result(
+                              IQ, [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
+                                          children = [#xmlel{name = <<"jid">>,
+                                                             children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
+                    throng_hooks:notify(session_opened, JID#jid.server, #{jid => JID}),
+                    %% What only negotiation needed is dropped: an idle session's
+                    %% state is what it keeps for hours.
+                    {next, session, throng_c2s_io:emit(throng_xml:to_iolist(Reply),
+                                         D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,
+                                             stream_id = <<>>, ip = undefined, auth_failures = 0}),
+                     [{{timeout, negotiation}, cancel}]}
+            end
     end.
 
 %% The newer session wins (RFC 6120 §7.7.2.2): the older one is told to go
@@ -417,6 +435,7 @@ bind(IQ, Bind, D) ->
 register_session(JID) ->
     case throng_sm:register(JID, self()) of
         ok -> ok;
+        conflict -> conflict;
         {exists, Old} ->
             MRef = erlang:monitor(process, Old),
             throng_session:replace(Old, self()),

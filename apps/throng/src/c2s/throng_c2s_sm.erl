@@ -7,7 +7,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([element/3, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
+-export([resume_elsewhere/5, element/3, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
 
 %%% XEP-0198 stream management
 
@@ -63,6 +63,8 @@ resume(El, D) ->
     Fail = fun(Cond) -> {next, wait_bind, throng_c2s_io:emit(throng_stream_mgmt:failed_el(Cond), D)} end,
     case {throng_stream_mgmt:parse_id(throng_xml:attr(<<"previd">>, El, <<>>)),
           string:to_integer(throng_xml:attr(<<"h">>, El, <<>>))} of
+        {{ok, Pid}, {H, <<>>}} when is_integer(H), H >= 0, node(Pid) =/= node() ->
+            resume_remote(Pid, H, Fail, D);
         {{ok, Pid}, {H, <<>>}} when is_integer(H), H >= 0, Pid =/= self() ->
             Bare = #jid{user = D#d.user, server = D#d.server},
             try gen_statem:call(Pid, {resume, Bare, H}, 5000) of
@@ -72,6 +74,42 @@ resume(El, D) ->
             end;
         _ ->
             Fail('item-not-found')
+    end.
+
+%% The session is on another node of the cluster: a socket cannot move
+%% there, so the resumption fails, cleanly. The old session first takes the
+%% client's acknowledgement, ends and routes again what it held (to another
+%% resource, or to offline storage); only when it is gone does the client
+%% hear <failed/>, so the new session it binds finds those messages at its
+%% initial presence: nothing is lost, nothing acknowledged comes twice.
+resume_remote(Pid, H, Fail, D) ->
+    Bare = #jid{user = D#d.user, server = D#d.server},
+    MRef = erlang:monitor(process, Pid),
+    try gen_statem:call(Pid, {resume_elsewhere, Bare, H}, 5000) of
+        ok ->
+            receive {'DOWN', MRef, process, Pid, _} -> ok
+            after 10000 -> erlang:demonitor(MRef, [flush])
+            end,
+            Fail('item-not-found');
+        {error, Cond} ->
+            erlang:demonitor(MRef, [flush]),
+            Fail(Cond)
+    catch exit:_ ->
+            erlang:demonitor(MRef, [flush]),
+            Fail('item-not-found')
+    end.
+
+%% In the old session, asked by a connection on another node: take the
+%% acknowledgement and end (the end of a session routes its queue again).
+-spec resume_elsewhere(gen_statem:from(), #jid{}, non_neg_integer(), atom(), data()) ->
+          gen_statem:event_handler_result(atom()).
+resume_elsewhere(From, Bare, H, State, D) ->
+    case resume_request(From, Bare, H, State, D) of
+        {keep_state, D1, [{reply, From, ok}]} ->
+            gen_statem:reply(From, ok),
+            {stop, {shutdown, resumed_on_other_node}, D1};
+        Refused ->
+            Refused
     end.
 
 %% The old session agrees: give it the socket and the stream, and go.

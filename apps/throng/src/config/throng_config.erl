@@ -196,6 +196,13 @@ value(domain, V, W) ->
         D when is_binary(D), D =/= <<>> -> D;
         _ -> fail(W, "expected a domain name, got ~ts", [show(V)])
     end;
+value(node, V, _) when is_atom(V) -> V;
+value(node, V, W) ->
+    S = value(string, V, W),
+    case binary:split(S, <<"@">>) of
+        [Name, Host] when Name =/= <<>>, Host =/= <<>> -> binary_to_atom(S);
+        _ -> fail(W, "expected an Erlang node name such as throng@10.0.0.1, got ~ts", [show(V)])
+    end;
 value(ip, V, _) when is_tuple(V) -> V;
 value(ip, V, W) ->
     S = value(string, V, W),

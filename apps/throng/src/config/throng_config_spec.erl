@@ -88,6 +88,12 @@ spec() ->
           #{type => {list_of, host_config_spec()}, default => [],
             doc => "Per-host settings. A host named here runs the modules given here "
                    "instead of the top-level `modules`."},
+      cluster =>
+          #{type => {section, cluster_spec()}, default => #{},
+            doc => "Clustering over distributed Erlang (docs/clustering.md). The node "
+                   "name and the cookie come from bin/throng (THRONG_NODE, "
+                   "THRONG_COOKIE or RELEASE/var/cookie): every node of a cluster needs "
+                   "the same cookie."},
       storage =>
           #{type => {section, storage_spec()}, default => #{},
             doc => "Where accounts, rosters and offline messages are kept."},
@@ -138,6 +144,18 @@ listener_spec() ->
                     doc => "disabled: no STARTTLS offered. optional: offered, and "
                            "authentication is allowed without it. required: clients must "
                            "negotiate TLS before anything else."},
+      reuse_port => #{type => boolean, default => false,
+                      doc => "SO_REUSEPORT: several nodes on one host listen on the same "
+                             "port, and the kernel spreads new connections over them "
+                             "(docs/clustering.md)."},
+      when_full => #{type => {enum, [wait, stop_listening]}, default => wait,
+                     doc => "At max_connections: wait (accepted connections wait for a "
+                            "slot, later ones queue in the kernel's backlog) or "
+                            "stop_listening (the listen socket is closed until the node "
+                            "is below 95% of max_connections, so that with reuse_port the "
+                            "kernel sends new connections to the other nodes; connections "
+                            "already queued on the closed socket are reset and their "
+                            "clients reconnect)."},
       acceptors => #{type => {int, 1, 1024}, default => 8,
                      doc => "Processes accepting connections on the listen socket."},
       backlog => #{type => {int, 1, 1048576}, default => 65535,
@@ -354,6 +372,22 @@ stats_spec() ->
           #{type => {int, 10, 3600000}, default => 10000,
             doc => "Milliseconds a kept-alive connection may wait for its next request "
                    "line; then it is closed."}}.
+
+cluster_spec() ->
+    #{seeds => #{type => {list, node}, default => [],
+                 doc => "Nodes to join at start-up and to reconnect to whenever the "
+                        "connection is lost (a netsplit heals by itself). Nodes joined "
+                        "with `bin/throng join-cluster` are remembered in DATA_DIR and "
+                        "need not be listed."},
+      db_nodes => #{type => {list, node}, default => [],
+                    doc => "Nodes that keep the Mnesia tables (accounts, rosters, offline "
+                           "messages) on disk. Empty: this node keeps its own. A node not "
+                           "listed keeps no copy and reads and writes the tables of these "
+                           "nodes remotely, so a cluster's data is not copied into every "
+                           "node's memory. Not used with storage.backend: pgsql."},
+      reconnect_interval => #{type => {int, 1, 3600}, default => 5,
+                              doc => "Seconds between attempts to reach seeds and lost "
+                                     "members."}}.
 
 storage_spec() ->
     #{backend => #{type => {enum, [mnesia]}, default => mnesia,

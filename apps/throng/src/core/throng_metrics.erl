@@ -77,7 +77,16 @@ metrics() ->
        "full (auth.max_tracked): counted in the shared overflow bucket."),
      m(slow_readers_closed, counter, "connections",
        "Connections closed because more than max_queued_stanzas or max_queued_bytes "
-       "waited for a client that reads too slowly.")].
+       "waited for a client that reads too slowly."),
+     m(listener_full, counter, "times",
+       "Times a listener with when_full: stop_listening closed its socket at "
+       "max_connections."),
+     m(directory_unreachable, counter, "lookups",
+       "Session-directory requests a cluster member did not answer (only this node's "
+       "own sessions were used)."),
+     m(cluster_sessions_dropped, counter, "sessions",
+       "Sessions of members that went down, dropped from this node's part of the "
+       "directory (their contacts were sent unavailable presence).")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

@@ -62,8 +62,12 @@ probe(From, #jid{user = U, server = S}) ->
 initial(#jid{user = U, server = S} = User, El) ->
     {_Ver, Items} = throng_storage:roster_get(U, S),
     %% One session-table read per contact serves both directions: the
-    %% broadcast to subscribers and the answer to the (implicit) probe.
-    Presences = lists:flatmap(fun(I) -> contact_initial(User, El, I) end, Items),
+    %% broadcast to subscribers and the answer to the (implicit) probe. In a
+    %% cluster the contacts' homes are asked together, each once.
+    Contacts = [I || #roster_item{subscription = Sub, jid = {_, CS}} = I <- Items,
+                     Sub =/= none, throng_router:is_local(CS)],
+    Online = throng_sm:available_many([C || #roster_item{jid = C} <- Contacts]),
+    Presences = lists:flatmap(fun(I) -> contact_initial(User, El, I, Online) end, Contacts),
     Others = [E || {R, _, _, _} = E <- throng_sm:available({U, S}), R =/= User#jid.resource],
     [throng_session:route(Pid, User, User#jid{resource = R}, El) || {R, Pid, _, _} <- Others],
     Own = [{User#jid{resource = R}, User, P} || {R, _Pid, _Prio, P} <- Others],
@@ -72,18 +76,14 @@ initial(#jid{user = U, server = S} = User, El) ->
                 || {CU, CS} = C <- throng_roster_sub:pending_in(Items)],
     [{User, User, El} | Presences ++ Own ++ Requests].
 
-contact_initial(User, El, #roster_item{jid = {CU, CS}, subscription = Sub}) ->
+contact_initial(User, El, #roster_item{jid = {CU, CS} = C, subscription = Sub}, Online) ->
     From = Sub =:= from orelse Sub =:= both,
     To = Sub =:= to orelse Sub =:= both,
-    case (From orelse To) andalso throng_router:is_local(CS) of
-        false -> [];
-        true ->
-            Available = throng_sm:available({CU, CS}),
-            [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
-             || From, {R, Pid, _, _} <- Available],
-            [{#jid{user = CU, server = CS, resource = R}, User, P}
-             || To, {R, _, _, P} <- Available]
-    end.
+    Available = maps:get(C, Online),
+    [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
+     || From, {R, Pid, _, _} <- Available],
+    [{#jid{user = CU, server = CS, resource = R}, User, P}
+     || To, {R, _, _, P} <- Available].
 
 %% @doc A later available presence: to subscribers and all of the user's
 %% available resources, the sending one included (RFC 6121 §4.4.2).
@@ -140,9 +140,10 @@ subscribers(#jid{user = U, server = S}) ->
 %% ToSelf, the sending resource too (available presence); without, only the
 %% others (unavailable presence: the sender is leaving).
 broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
+    Local = [C || {_, CS} = C <- Subscribers, throng_router:is_local(CS)],
+    Online = throng_sm:available_many(Local),
     [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
-     || {CU, CS} <- Subscribers, throng_router:is_local(CS),
-        {R, Pid, _, _} <- throng_sm:available({CU, CS})],
+     || {CU, CS} = C <- Local, {R, Pid, _, _} <- maps:get(C, Online)],
     [throng_session:route(Pid, User, User#jid{resource = R}, El)
      || {R, Pid, _, _} <- throng_sm:available({U, S}), ToSelf orelse R =/= Self],
     ok.

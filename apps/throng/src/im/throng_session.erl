@@ -11,7 +11,8 @@
 
 -include("throng.hrl").
 
--export([route/4, route_kept/5, roster_push/3, kick/2, replace/2, ext_message/3, ext_timer/2, ext_timer/3]).
+-export([route/4, route_kept/5, roster_push/3, kick/2, replace/2, place_again/1,
+         ext_message/3, ext_timer/2, ext_timer/3]).
 %% API of extension modules (docs/extensions.md), used by tests.
 -ignore_xref([{ext_message, 3}]).
 
@@ -62,6 +63,13 @@ kick(Pid, Reason) ->
 -spec replace(pid(), pid()) -> ok.
 replace(Pid, By) ->
     Pid ! {replaced, By},
+    ok.
+
+%% @doc The cluster's members changed: the session enters itself again in
+%% the directory where it now belongs ({@link throng_sm:place_again/2}).
+-spec place_again(pid()) -> ok.
+place_again(Pid) ->
+    Pid ! {throng_session, place_again},
     ok.
 
 %% @doc A message for module Mod's `session_info/2', run in the session.

@@ -10,17 +10,33 @@
 %% Presence is kept here rather than in the session process so that a probe
 %% or a new subscriber is answered by reading the table, without waking the
 %% contact's (hibernated) process.
+%%
+%% == In a cluster ==
+%% Each node's table holds its own sessions. The lookups of a bare JID
+%% ({@link resources/1}, {@link available/1}, {@link lookup/1}) are answered
+%% by its **home** ({@link throng_members:place/1}): the home's own table
+%% plus its part of the directory ({@link throng_dir}), where every other
+%% node's sessions of that bare JID are entered. A lookup is an ETS read on
+%% the home, and one `erpc' round trip when the home is another node. A
+%% session on the home itself is entered at the backup instead, so that the
+%% directory holds exactly one entry per session, never on the session's own
+%% node: whoever holds it learns of the session's end when its node goes
+%% down. Alone, a node has no directory and nothing here changes.
 -module(throng_sm).
 
 -include("throng.hrl").
 
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
-         available/1, lookup/1, count/0, all/0, next/1, set_detached/2, is_detached/1]).
-%% Called by throng_table_owner (a table creator named in throng_sup).
--ignore_xref([{init, 0}]).
+         available/1, available_many/1, lookup/1, count/0, all/0, next/1,
+         set_detached/2, is_detached/1]).
+-export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
+%% Called by throng_table_owner (a table creator named in throng_sup), and
+%% remotely (erpc) by the other members of a cluster.
+-ignore_xref([{init, 0}, {home_view, 1}, {home_view_many, 1}, {all, 0}]).
 
 -define(TAB, throng_session).
+-define(REMOTE_TIMEOUT, 5000).
 %% Sessions whose connection dropped and that wait for a XEP-0198
 %% resumption: only those, so an attached session costs nothing here.
 -define(DETACHED, throng_detached).
@@ -28,11 +44,12 @@
 %% prio: undefined while the resource is not available (no initial presence
 %% yet, or it sent unavailable). pres: the presence element, without from and
 %% to, or undefined. (Match specs below spell the record as a plain tuple,
-%% {session, Key, Pid, Prio, Pres}, since '$1' is not of the fields' types.)
+%% {session, Key, Pid, Prio, Pres, Stamp}, since '$1' is not of the fields' types.)
 -record(session, {key :: {{binary(), binary()}, binary()},
                   pid :: pid(),
                   prio :: undefined | integer(),
-                  pres :: undefined | empty | #xmlel{}}).
+                  pres :: undefined | empty | #xmlel{},
+                  stamp :: integer()}).            %% registered at, microseconds
 
 -type entry() :: {Resource :: binary(), pid(), Prio :: undefined | integer(),
                   Pres :: undefined | #xmlel{}}.
@@ -48,32 +65,120 @@ init() ->
     ok.
 
 %% @doc Registers the calling session for a full JID. When another process
-%% holds that JID, returns it (the caller replaces it and retries).
--spec register(#jid{}, pid()) -> ok | {exists, pid()}.
+%% holds that JID, returns it (the caller replaces it and registers again);
+%% conflict when a session registered later holds it (two logins at the
+%% same moment on two nodes: the later one wins).
+-spec register(#jid{}, pid()) -> ok | {exists, pid()} | conflict.
 register(#jid{user = U, server = S, resource = R}, Pid) ->
     Key = {{U, S}, R},
-    case ets:insert_new(?TAB, #session{key = Key, pid = Pid}) of
-        true -> ok;
+    case claim_local(Key, Pid, os:system_time(microsecond)) of
+        {ok, Stamp} ->
+            case claim_cluster({Key, Pid, undefined, undefined, Stamp}) of
+                conflict ->
+                    unregister_local(Key, Pid),
+                    conflict;
+                Result -> Result
+            end;
+        Exists -> Exists
+    end.
+
+claim_local(Key, Pid, Stamp) ->
+    case ets:insert_new(?TAB, #session{key = Key, pid = Pid, stamp = Stamp}) of
+        true -> {ok, Stamp};
         false ->
             case ets:lookup(?TAB, Key) of
+                [#session{pid = Pid, stamp = Own}] -> {ok, Own};   %% again, after a replace
                 [#session{pid = Old}] -> {exists, Old};
-                [] -> register(#jid{user = U, server = S, resource = R}, Pid)
+                [] -> claim_local(Key, Pid, Stamp)
             end
+    end.
+
+%% The home decides: on this node against the directory's entry, elsewhere
+%% by a call to the home; a session on its home is entered at the backup.
+claim_cluster({{US, _} = Key, Pid, _, _, Stamp} = Entry) ->
+    case throng_members:clustered() of
+        false -> ok;
+        true ->
+            case throng_members:place(US) of
+                {Home, Backup} when Home =:= node() ->
+                    case rival_in_directory(Key, Pid, Stamp) of
+                        ok -> throng_dir:put(Backup, Entry);
+                        Other -> Other
+                    end;
+                {Home, _} ->
+                    throng_dir:claim(Home, Entry)
+            end
+    end.
+
+rival_in_directory(Key, Pid, Stamp) ->
+    case throng_dir:entry(Key) of
+        {_, Other, _, _, OStamp} when Other =/= Pid ->
+            case lists:member(node(Other), nodes()) of
+                false -> ok;                         %% its node is gone
+                true when OStamp =< Stamp -> {exists, Other};
+                true -> conflict
+            end;
+        _ -> ok
+    end.
+
+%% @doc On the home: this node's own session of Key if another process than
+%% Pid holds it, with its registration stamp (for {@link throng_dir}).
+-spec local_rival(key(), pid()) -> {pid(), integer()} | none.
+local_rival(Key, Pid) ->
+    case ets:lookup(?TAB, Key) of
+        [#session{pid = Other, stamp = Stamp}] when Other =/= Pid -> {Other, Stamp};
+        _ -> none
     end.
 
 %% @doc Removes the entry of a full JID if it still belongs to Pid.
 -spec unregister(#jid{}, pid()) -> ok.
 unregister(#jid{user = U, server = S, resource = R}, Pid) ->
     Key = {{U, S}, R},
-    _ = ets:select_delete(?TAB, [{{session, Key, Pid, '_', '_'}, [], [true]}]),
+    unregister_local(Key, Pid),
+    case holder(U, S) of
+        none -> ok;
+        Node -> throng_dir:remove(Node, Key, Pid)
+    end.
+
+unregister_local(Key, Pid) ->
+    _ = ets:select_delete(?TAB, [{{session, Key, Pid, '_', '_', '_'}, [], [true]}]),
     ok.
+
+%% Where the directory keeps this node's sessions of U@S (none: alone).
+holder(U, S) ->
+    case throng_members:clustered() of
+        false -> none;
+        true -> throng_members:holder({U, S}, node())
+    end.
+
+%% @doc After a membership change, in the session: enters it again where
+%% it now belongs, with its current presence. Like a login, the newer of two
+%% sessions of one full JID wins (after a netsplit each side may have one):
+%% `{exists, Older}' is to be replaced, conflict means this one is older.
+-spec place_again(#jid{}, pid()) -> ok | {exists, pid()} | conflict.
+place_again(#jid{user = U, server = S, resource = R}, Pid) ->
+    case ets:lookup(?TAB, {{U, S}, R}) of
+        [#session{key = Key, pid = Pid, prio = Prio, pres = Pres, stamp = Stamp}] ->
+            claim_cluster({Key, Pid, Prio, Pres, Stamp});
+        _ -> ok
+    end.
+
+%% @doc Every session of this node as {Key, Pid} (membership changes walk it).
+-spec local_keys() -> [{key(), pid()}].
+local_keys() ->
+    ets:select(?TAB, [{{session, '$1', '$2', '_', '_', '_'}, [], [{{'$1', '$2'}}]}]).
 
 %% @doc Records a resource's presence: a priority and presence element when
 %% available, undefined when not.
 -spec set_presence(#jid{}, undefined | integer(), undefined | #xmlel{}) -> ok.
 set_presence(#jid{user = U, server = S, resource = R}, Prio, Pres) ->
-    _ = ets:update_element(?TAB, {{U, S}, R}, [{#session.prio, Prio}, {#session.pres, pack(Pres)}]),
-    ok.
+    Key = {{U, S}, R},
+    Packed = pack(Pres),
+    _ = ets:update_element(?TAB, Key, [{#session.prio, Prio}, {#session.pres, Packed}]),
+    case holder(U, S) of
+        none -> ok;
+        Node -> throng_dir:update(Node, Key, self(), Prio, Packed)
+    end.
 
 %% The usual presence, <presence/> with nothing in it, is kept as an atom:
 %% a few words less per session.
@@ -87,31 +192,107 @@ unpack(P) -> P.
 unpack_entries(Entries) ->
     [{R, Pid, Prio, unpack(P)} || {R, Pid, Prio, P} <- Entries].
 
-%% @doc Every bound resource of a bare JID.
+%% @doc Every bound resource of a bare JID, on every node.
 -spec resources({binary(), binary()}) -> [entry()].
 resources(US) ->
-    unpack_entries(
-      ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'}, [], [{{'$1', '$2', '$3', '$4'}}]}])).
+    unpack_entries(view(US)).
 
 %% @doc The available resources of a bare JID (those that sent presence).
 -spec available({binary(), binary()}) -> [entry()].
 available(US) ->
-    unpack_entries(
-      ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4'},
-                         [{'=/=', '$3', undefined}], [{{'$1', '$2', '$3', '$4'}}]}])).
+    unpack_entries([E || {_, _, Prio, _} = E <- view(US), Prio =/= undefined]).
+
+%% @doc The available resources of many bare JIDs, asking each home once
+%% and the homes at the same time (an initial presence asks for a roster).
+-spec available_many([{binary(), binary()}]) -> #{{binary(), binary()} => [entry()]}.
+available_many(USs) ->
+    Views = case throng_members:clustered() of
+                false -> [{US, local_view(US)} || US <- USs];
+                true -> views(USs)
+            end,
+    maps:from_list([{US, unpack_entries([E || {_, _, Prio, _} = E <- V, Prio =/= undefined])}
+                    || {US, V} <- Views]).
 
 %% @doc The process of a full JID.
 -spec lookup(#jid{}) -> pid() | undefined.
 lookup(#jid{user = U, server = S, resource = R}) ->
     try ets:lookup_element(?TAB, {{U, S}, R}, #session.pid)
-    catch error:badarg -> undefined
+    catch error:badarg ->
+            case throng_members:clustered() of
+                false -> undefined;
+                true -> case lists:keyfind(R, 1, view({U, S})) of
+                            {R, Pid, _, _} -> Pid;
+                            false -> undefined
+                        end
+            end
     end.
 
+%% The raw entries (presence packed) of a bare JID: this node's own; in a
+%% cluster, its home's view.
+view(US) ->
+    case throng_members:clustered() of
+        false -> local_view(US);
+        true ->
+            case throng_members:home(US) of
+                Home when Home =:= node() -> home_view(US);
+                Home -> remote_view(Home, US)
+            end
+    end.
+
+local_view(US) ->
+    ets:select(?TAB, [{{session, {US, '$1'}, '$2', '$3', '$4', '_'}, [],
+                       [{{'$1', '$2', '$3', '$4'}}]}]).
+
+%% @doc On the home of US: its sessions on this node and, from the
+%% directory, on the others (called remotely by {@link view/1}).
+-spec home_view({binary(), binary()}) -> [{binary(), pid(), undefined | integer(), term()}].
+home_view(US) ->
+    Local = local_view(US),
+    Remote = [{R, Pid, Prio, Pres} || {{_, R}, Pid, Prio, Pres, _} <- throng_dir:entries(US),
+                                      not lists:keymember(R, 1, Local)],
+    Local ++ Remote.
+
+%% @doc home_view/1 of many bare JIDs.
+-spec home_view_many([{binary(), binary()}]) -> [{{binary(), binary()}, list()}].
+home_view_many(USs) ->
+    [{US, home_view(US)} || US <- USs].
+
+%% A home that does not answer (down, or cut off): this node's own sessions
+%% of the user are what is known.
+remote_view(Home, US) ->
+    try erpc:call(Home, ?MODULE, home_view, [US], ?REMOTE_TIMEOUT)
+    catch Class:Why ->
+            unreachable(Home, Class, Why),
+            local_view(US)
+    end.
+
+unreachable(Home, Class, Why) ->
+    throng_metrics:incr(directory_unreachable),
+    logger:warning(#{what => directory_unreachable, node => Home, class => Class, reason => Why}).
+
+%% Grouped by home; the remote homes are asked in parallel.
+views(USs) ->
+    Groups = maps:groups_from_list(fun throng_members:home/1, USs),
+    Me = node(),
+    Requests = [{Home, Group, erpc:send_request(Home, ?MODULE, home_view_many, [Group])}
+                || {Home, Group} <- maps:to_list(Groups), Home =/= Me],
+    Local = home_view_many(maps:get(Me, Groups, [])),
+    Remote = lists:flatmap(
+               fun({Home, Group, Req}) ->
+                       try erpc:receive_response(Req, ?REMOTE_TIMEOUT)
+                       catch Class:Why ->
+                               unreachable(Home, Class, Why),
+                               [{US, local_view(US)} || US <- Group]
+                       end
+               end, Requests),
+    Local ++ Remote.
+
+%% @doc The sessions of this node.
 -spec count() -> non_neg_integer().
 count() ->
     ets:info(?TAB, size).
 
-%% @doc Every session as {FullJID, Pid} (admin use; walks the table).
+%% @doc Every session of this node as {FullJID, Pid} (admin use; walks the table).
 -spec all() -> [{#jid{}, pid()}].
 all() ->
     [{#jid{user = U, server = S, resource = R}, P}

@@ -70,7 +70,14 @@ start_connection(Sup, Sock) ->
 -spec init(pid(), throng_listener:ref(), pos_integer()) -> no_return().
 init(Parent, Ref, _Index) ->
     process_flag(trap_exit, true),
-    #{count := Count, max := Max, protocol := Protocol} = throng_listener:info(Ref),
+    #{count := Count, max := Max0, protocol := Protocol, opts := Opts} = throng_listener:info(Ref),
+    %% A listener that stops listening when full enforces its limit by
+    %% closing its socket: an accepted connection never waits for a slot
+    %% (at most one per acceptor may go past the limit in that moment).
+    Max = case maps:get(when_full, Opts, wait) of
+              stop_listening -> infinity;
+              wait -> Max0
+          end,
     proc_lib:init_ack(Parent, {ok, self()}),
     loop(#st{parent = Parent, ref = Ref, protocol = Protocol, count = Count, max = Max}).
 

@@ -1,16 +1,23 @@
 %% @doc Owns one listener's listen socket and its connection counter, and
 %% publishes both (with the listener's options) in persistent_term for the
 %% acceptors and connection supervisors.
+%%
+%% With `when_full: stop_listening' it closes the listen socket while the
+%% listener holds max_connections, and opens it again below 95% of it: with
+%% `reuse_port' (several nodes on one port) the kernel then sends new
+%% connections to the other nodes. The acceptors wait for the new socket.
 -module(throng_listener).
 -behaviour(gen_server).
 
--export([start_link/4, info/1, port/1, connections/1]).
+-export([start_link/4, info/1, port/1, connections/1, listening/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 4}]).
+%% API used by tests and operators (is a full listener's socket closed?).
+-ignore_xref([{listening, 1}]).
 
 -type ref() :: {listener, pos_integer()}.
--type info() :: #{lsock := gen_tcp:socket(), opts := map(),
+-type info() :: #{lsock := gen_tcp:socket() | closed, opts := map(),
                   transport := module(), protocol := module(),
                   count := atomics:atomics_ref(), max := pos_integer() | infinity}.
 -export_type([ref/0, info/0]).
@@ -27,9 +34,10 @@ info(Ref) ->
 %% @doc The TCP port a listener is bound to (useful with port 0 in tests).
 -spec port(ref()) -> inet:port_number().
 port(Ref) ->
-    #{lsock := L} = info(Ref),
-    {ok, Port} = inet:port(L),
-    Port.
+    case info(Ref) of
+        #{lsock := closed, opts := #{port := Port}} -> Port;
+        #{lsock := L} -> {ok, Port} = inet:port(L), Port
+    end.
 
 %% @doc The connections a listener holds now (slots taken).
 -spec connections(ref()) -> integer().
@@ -37,7 +45,16 @@ connections(Ref) ->
     #{count := C} = info(Ref),
     atomics:get(C, 1).
 
--spec init({ref(), map(), module(), module()}) -> {ok, ref()} | {stop, term()}.
+%% @doc Whether the listen socket is open (it is closed while a
+%% `stop_listening' listener is full).
+-spec listening(ref()) -> boolean().
+listening(Ref) ->
+    #{lsock := L} = info(Ref),
+    L =/= closed.
+
+-define(FULL_CHECK_MS, 50).
+
+-spec init({ref(), map(), module(), module()}) -> {ok, map()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
              max_connections := Max, recv_buffer := Buffer, send_buffer := SndBuf} = Opts,
       Transport, Protocol}) ->
@@ -47,7 +64,8 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
         [binary, {packet, raw}, {active, false}, {reuseaddr, true}, {ip, IP},
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}]
-        ++ [{sndbuf, SndBuf} || SndBuf > 0],
+        ++ [{sndbuf, SndBuf} || SndBuf > 0]
+        ++ [reuse_port() || maps:get(reuse_port, Opts, false)],
     case throng_transport:listen(Transport, Port, SockOpts) of
         {ok, LSock} ->
             Count = case persistent_term:get({?MODULE, Ref}, undefined) of
@@ -60,24 +78,67 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
             logger:notice(#{what => listener_started, ip => inet:ntoa(IP),
                             port => port(Ref), backlog => Backlog,
                             max_connections => Max}),
-            {ok, Ref};
+            St = #{ref => Ref, transport => Transport, sockopts => SockOpts,
+                   port => port(Ref), count => Count, max => Max},
+            case {maps:get(when_full, Opts, wait), Max} of
+                {stop_listening, N} when is_integer(N) ->
+                    erlang:send_after(?FULL_CHECK_MS, self(), check_full),
+                    {ok, St#{watch => true}};
+                _ ->
+                    {ok, St#{watch => false}}
+            end;
         {error, Why} ->
             logger:error(#{what => listen_failed, ip => inet:ntoa(IP), port => Port,
                            reason => inet:format_error(Why)}),
             {stop, {listen_failed, Port, Why}}
     end.
 
--spec handle_call(term(), gen_server:from(), ref()) -> {reply, ok, ref()}.
-handle_call(_Req, _From, Ref) -> {reply, ok, Ref}.
+%% SO_REUSEPORT (Linux: SOL_SOCKET 1, SO_REUSEPORT 15).
+reuse_port() ->
+    {raw, 1, 15, <<1:32/native>>}.
 
--spec handle_cast(term(), ref()) -> {noreply, ref()}.
-handle_cast(_Msg, Ref) -> {noreply, Ref}.
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, ok, map()}.
+handle_call(_Req, _From, St) -> {reply, ok, St}.
 
--spec handle_info(term(), ref()) -> {noreply, ref()}.
-handle_info(_Msg, Ref) -> {noreply, Ref}.
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_Msg, St) -> {noreply, St}.
 
--spec terminate(term(), ref()) -> ok.
-terminate(_Reason, Ref) ->
-    #{lsock := L} = info(Ref),
+-spec handle_info(term(), map()) -> {noreply, map()}.
+handle_info(check_full, #{ref := Ref, count := Count, max := Max} = St) ->
+    erlang:send_after(?FULL_CHECK_MS, self(), check_full),
+    N = atomics:get(Count, 1),
+    case listening(Ref) of
+        true when N >= Max -> {noreply, stop_listening(St)};
+        false when N < Max * 95 div 100 -> {noreply, listen_again(St)};
+        _ -> {noreply, St}
+    end;
+handle_info(_Msg, St) -> {noreply, St}.
+
+stop_listening(#{ref := Ref} = St) ->
+    #{lsock := L} = Info = info(Ref),
+    persistent_term:put({?MODULE, Ref}, Info#{lsock := closed}),
     _ = gen_tcp:close(L),
+    throng_metrics:incr(listener_full),
+    logger:warning(#{what => listener_full, port => maps:get(port, St),
+                     action => "stopped listening: new connections go to other nodes"}),
+    St.
+
+listen_again(#{ref := Ref, transport := Transport, sockopts := SockOpts, port := Port} = St) ->
+    case throng_transport:listen(Transport, Port, SockOpts) of
+        {ok, LSock} ->
+            Info = info(Ref),
+            persistent_term:put({?MODULE, Ref}, Info#{lsock := LSock}),
+            logger:notice(#{what => listener_resumed, port => Port}),
+            St;
+        {error, Why} ->
+            logger:error(#{what => listen_failed, port => Port, reason => inet:format_error(Why)}),
+            St
+    end.
+
+-spec terminate(term(), map()) -> ok.
+terminate(_Reason, #{ref := Ref}) ->
+    case info(Ref) of
+        #{lsock := closed} -> ok;
+        #{lsock := L} -> _ = gen_tcp:close(L)
+    end,
     ok.

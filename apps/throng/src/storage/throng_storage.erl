@@ -49,6 +49,7 @@
 -export([batch/1]).
 -export([inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0]).
+-export([cluster_identity/0, node_up/1]).
 %% API used by tests and operators: messages in flight, and moving those of
 %% dead sessions back to offline storage without a restart.
 -ignore_xref([{inflight_count, 0}, {inflight_recover, 1}]).
@@ -129,7 +130,7 @@
 -callback inflight_delete([inflight_key()]) -> ok.
 -callback inflight_claim(luser(), lserver(), Owner :: pid()) -> [{inflight_key(), #offline_msg{}}].
 -callback inflight_return([inflight_key()]) -> ok.
--callback inflight_recover(all | orphans) -> non_neg_integer().
+-callback inflight_recover(all | orphans | {node, node()}) -> non_neg_integer().
 %% Runs the function; its writes become durable together at its end (one
 %% fsync for many writes). A write inside returns before it is durable;
 %% batch/1 raises storage_failed when the end of the batch could not make
@@ -137,6 +138,13 @@
 -callback batch(fun(() -> Result)) -> Result.
 %% Rows in flight on the node (statistics, tests).
 -callback inflight_count() -> non_neg_integer().
+%% What the data is (nodes of a Mnesia cluster, a PostgreSQL database):
+%% nodes of one Throng cluster must answer the same. Optional: without it,
+%% every node is taken to keep its own.
+-callback cluster_identity() -> term().
+%% A cluster member came (back): a backend that lost it reconnects.
+-callback node_up(node()) -> ok.
+-optional_callbacks([cluster_identity/0, node_up/1]).
 
 -define(BACKEND_KEY, {?MODULE, backend}).
 
@@ -240,13 +248,33 @@ inflight_claim(U, S, Owner) -> (backend()):inflight_claim(U, S, Owner).
 inflight_return([]) -> ok;
 inflight_return(Keys) -> (backend()):inflight_return(Keys).
 
-%% @doc Moves this node's messages in flight back to offline storage: all,
-%% or those whose session is gone. Returns how many.
--spec inflight_recover(all | orphans) -> non_neg_integer().
+%% @doc Moves messages in flight back to offline storage: all of this
+%% node's, those of this node whose session is gone, or all of another node
+%% (it went down: a cluster member does it). Returns how many.
+-spec inflight_recover(all | orphans | {node, node()}) -> non_neg_integer().
 inflight_recover(Which) -> (backend()):inflight_recover(Which).
 
 -spec inflight_count() -> non_neg_integer().
 inflight_count() -> (backend()):inflight_count().
+
+%% @doc A cluster member came (back) (after a netsplit, or a restart).
+-spec node_up(node()) -> ok.
+node_up(Node) ->
+    Mod = backend(),
+    case erlang:function_exported(Mod, node_up, 1) of
+        true -> Mod:node_up(Node);
+        false -> ok
+    end.
+
+%% @doc What this node's data is; the members of a cluster must agree
+%% (bin/throng join-cluster checks it).
+-spec cluster_identity() -> term().
+cluster_identity() ->
+    Mod = backend(),
+    case erlang:function_exported(Mod, cluster_identity, 0) of
+        true -> Mod:cluster_identity();
+        false -> {Mod, node()}
+    end.
 
 %% @doc Runs F with its writes made durable together, by one sync at its
 %% end: many writes of one process (a session re-routing its queue as it

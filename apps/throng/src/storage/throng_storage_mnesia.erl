@@ -4,6 +4,11 @@
 %% transaction log, and then wait for {@link throng_mnesia_sync} to fsync the
 %% log, so a write that returns survives `kill -9' and a crash of the machine.
 %%
+%% In a cluster (`cluster.db_nodes'), the listed nodes keep the tables on
+%% disk (disc_copies, replicated among them) and every other node keeps no
+%% copy: Mnesia reads and writes the tables of the listed nodes remotely, and
+%% a write returns after those nodes fsynced it.
+%%
 %% Failures follow the contract of {@link throng_storage}: a function returns
 %% one of its documented results or raises `error({storage_failed, Reason})'
 %% with Reason `{aborted, Why}' (nothing changed) or `{sync, Why}' (committed
@@ -18,7 +23,7 @@
          roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
-         inflight_recover/1, inflight_count/0, batch/1,
+         inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -44,6 +49,7 @@
 
 -define(LOAD_TIMEOUT_MS, 600000).
 -define(BYTES_KEY, {?MODULE, offline_bytes}).
+-define(DISC_KEY, {?MODULE, disc_nodes}).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
@@ -60,11 +66,13 @@ init() ->
         Dir = filename:join(throng_paths:data_dir(), "mnesia"),
         ensure_dir(Dir),
         configure(Dir),
-        ensure_schema(Dir),
-        start_mnesia(Dir),
-        check_owner(Dir),
-        lists:foreach(fun create_table/1, ?TABLES),
+        case role(throng_config:get([cluster, db_nodes])) of
+            own -> init_own(Dir);
+            {replica, Others} -> init_replica(Dir, Others);
+            {remote, DbNodes} -> init_remote(Dir, DbNodes)
+        end,
         wait_for_tables(),
+        persistent_term:put(?DISC_KEY, disc_nodes()),
         count_offline_bytes(),
         recover_at_boot()
     catch
@@ -75,6 +83,106 @@ init() ->
             _ = application:stop(mnesia),
             {error, fmt("unexpected ~p while starting Mnesia: ~0tp", [Class, Reason])}
     end.
+
+%% own: this node keeps its own tables. replica: it keeps disc copies of
+%% tables shared with the other db nodes. remote: it keeps none.
+role([]) -> own;
+role(DbNodes) ->
+    case lists:member(node(), DbNodes) of
+        true when DbNodes =:= [node()] -> own;
+        true -> {replica, lists:usort(DbNodes) -- [node()]};
+        false -> {remote, lists:usort(DbNodes)}
+    end.
+
+init_own(Dir) ->
+    ensure_schema(Dir),
+    start_mnesia(Dir),
+    check_owner(Dir),
+    lists:foreach(fun create_table/1, ?TABLES).
+
+%% A replica that has its schema rejoins by itself (Mnesia knows the other
+%% nodes); a new one copies the tables of a running db node, or, when none
+%% runs and it is the first of the list, starts the database.
+init_replica(Dir, Others) ->
+    case has_schema(Dir) of
+        true ->
+            init_own(Dir);
+        false ->
+            start_mnesia(Dir),
+            case connect(Others) of
+                [] when hd(Others) > node() ->
+                    _ = application:stop(mnesia),
+                    init_own(Dir);
+                [] ->
+                    fail("no other db node (~ts) is reachable, and this node is not the first "
+                         "of cluster.db_nodes: start that one first", [names(Others)]);
+                _ ->
+                    copy_type(schema),
+                    lists:foreach(fun({T, _, _}) -> copy_type(T) end, ?TABLES)
+            end
+    end.
+
+%% A node without copies: a RAM schema, connected to the db nodes.
+init_remote(Dir, DbNodes) ->
+    has_schema(Dir) andalso
+        fail("~ts holds a database of this node's own, but cluster.db_nodes says this node "
+             "keeps no copy (it uses ~ts): move the directory away", [Dir, names(DbNodes)]),
+    start_mnesia(Dir),
+    case connect(DbNodes) of
+        [] -> fail("no db node (~ts) is reachable", [names(DbNodes)]);
+        _ -> ok
+    end.
+
+connect(Nodes) ->
+    case mnesia:change_config(extra_db_nodes, Nodes) of
+        {ok, Connected} -> Connected;
+        {error, E} -> fail("cannot reach the db nodes ~ts: ~0tp", [names(Nodes), E])
+    end.
+
+copy_type(schema) ->
+    case mnesia:change_table_copy_type(schema, node(), disc_copies) of
+        {atomic, ok} -> ok;
+        {aborted, {already_exists, schema, _, disc_copies}} -> ok;
+        {aborted, Why} -> fail("cannot keep the schema on disk: ~0tp", [Why])
+    end;
+copy_type(Table) ->
+    case mnesia:add_table_copy(Table, node(), disc_copies) of
+        {atomic, ok} -> ok;
+        {aborted, {already_exists, Table, _}} -> ok;
+        {aborted, Why} -> fail("cannot copy the table ~p: ~0tp", [Table, Why])
+    end.
+
+has_schema(Dir) ->
+    lists:any(fun(F) -> filelib:is_regular(filename:join(Dir, F)) end,
+              ["schema.DAT", "FALLBACK.BUP"]).
+
+names(Nodes) ->
+    lists:join(", ", [atom_to_list(N) || N <- Nodes]).
+
+%% The other nodes that keep the tables on disk, and whether this one does.
+disc_nodes() ->
+    Disc = mnesia:table_info(throng_account, disc_copies),
+    {lists:member(node(), Disc), Disc -- [node()]}.
+
+%% @doc A member came (back): if it keeps the tables and Mnesia here lost
+%% it (a netsplit), connect again, so that the tables it keeps are
+%% reachable without a restart.
+-spec node_up(node()) -> ok.
+node_up(Node) ->
+    {_, Disc} = persistent_term:get(?DISC_KEY, {true, []}),
+    case lists:member(Node, Disc) andalso
+        not lists:member(Node, mnesia:system_info(running_db_nodes)) of
+        false -> ok;
+        true ->
+            Result = mnesia:change_config(extra_db_nodes, [Node]),
+            logger:notice(#{what => db_node_reconnected, node => Node, result => Result}),
+            ok
+    end.
+
+%% @doc The nodes that keep the data: equal on every node of one cluster.
+-spec cluster_identity() -> {mnesia, [node()]}.
+cluster_identity() ->
+    {mnesia, lists:usort(mnesia:table_info(throng_account, disc_copies))}.
 
 ensure_dir(Dir) ->
     case filelib:ensure_dir(filename:join(Dir, "x")) of
@@ -116,8 +224,7 @@ configure(Dir) ->
 %% A new schema is first written as FALLBACK.BUP and becomes schema.DAT
 %% when Mnesia starts: either means the schema exists.
 ensure_schema(Dir) ->
-    case lists:any(fun(F) -> filelib:is_regular(filename:join(Dir, F)) end,
-                   ["schema.DAT", "FALLBACK.BUP"]) of
+    case has_schema(Dir) of
         true -> ok;
         false ->
             case mnesia:create_schema([node()]) of
@@ -174,7 +281,34 @@ tx(F) ->
 %% Undo runs on the result when the commit could not be made durable, before
 %% the failure is raised.
 tx(F, Undo) ->
-    tx(F, Undo, fun throng_mnesia_sync:sync/0).
+    tx(F, Undo, fun sync/0).
+
+%% The commit is fsynced on every running node that keeps the tables on
+%% disk: this one through the group commit, the others by asking theirs.
+sync() ->
+    sync(fun throng_mnesia_sync:sync/0).
+
+%% At start-up, before the group commit process runs.
+sync_boot() ->
+    sync(fun mnesia:sync_log/0).
+
+sync(Local) ->
+    {Here, Others0} = persistent_term:get(?DISC_KEY, {true, []}),
+    Others = [N || N <- Others0, lists:member(N, mnesia:system_info(running_db_nodes))],
+    Mine = case Here of
+               true -> Local();
+               false -> ok
+           end,
+    Theirs = [case R of
+                  {ok, Result} -> Result;
+                  {Class, Why} -> {error, {N, Class, Why}}
+              end || {N, R} <- lists:zip(Others, erpc:multicall(Others, throng_mnesia_sync, sync,
+                                                                [], 10000))],
+    Results = [Mine | Theirs],
+    case [E || E <- Results, E =/= ok] of
+        [] -> ok;
+        [{error, _} = E | _] -> E
+    end.
 
 %% Sync fsyncs the log: throng_mnesia_sync, which groups the writers of the
 %% same moment, or (at start-up, before it runs) Mnesia directly. Inside
@@ -209,7 +343,7 @@ batch(F) ->
             try F()
             after
                 erase(?BATCH),
-                case throng_mnesia_sync:sync() of
+                case sync() of
                     ok -> ok;
                     {error, Why} -> failed({sync, Why})
                 end
@@ -374,7 +508,7 @@ roster_version(U, S) ->
 %% {Result, Delta}. The count follows the commit, also when the sync after
 %% it fails (the change is then in memory, as the failure says).
 tx_counted(F) ->
-    tx_counted(F, fun throng_mnesia_sync:sync/0).
+    tx_counted(F, fun sync/0).
 
 %% A claim: on a failed sync the rows go back to offline storage (put_back)
 %% and the byte count is as before.
@@ -510,7 +644,7 @@ inflight_claim(U, S, Owner) ->
 %% user's limits (these messages had been accepted).
 -spec inflight_return([throng_storage:inflight_key()]) -> ok.
 inflight_return(Keys) ->
-    return_keys(Keys, fun throng_mnesia_sync:sync/0).
+    return_keys(Keys, fun sync/0).
 
 return_keys(Keys, Sync) ->
     tx_counted(fun() ->
@@ -525,12 +659,16 @@ to_offline(#throng_inflight{key = {US, _, _} = K, msg = M}) ->
 
 %% This node's rows go back to offline storage: every one (at start-up), or
 %% those whose session process is gone (orphans). Returns how many.
--spec inflight_recover(all | orphans) -> non_neg_integer().
+-spec inflight_recover(all | orphans | {node, node()}) -> non_neg_integer().
+inflight_recover({node, Node}) ->
+    recover(all, Node, fun sync/0);
 inflight_recover(Which) ->
-    recover(Which, fun throng_mnesia_sync:sync/0).
+    recover(Which, fun sync/0).
 
 recover(Which, Sync) ->
-    Node = node(),
+    recover(Which, node(), Sync).
+
+recover(Which, Node, Sync) ->
     Keys = mnesia:dirty_select(throng_inflight,
                                [{{throng_inflight, '$1', '$2', '_'},
                                  [{'=:=', {element, 2, '$1'}, {const, Node}}], [{{'$1', '$2'}}]}]),
@@ -548,7 +686,7 @@ inflight_count() ->
     mnesia:table_info(throng_inflight, size).
 
 recover_at_boot() ->
-    case recover(all, fun mnesia:sync_log/0) of
+    case recover(all, fun sync_boot/0) of
         0 -> ok;
         N -> logger:notice(#{what => inflight_recovered, messages => N,
                              text => "unacknowledged messages of the last run are offline again"})

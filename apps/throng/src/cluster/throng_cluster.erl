@@ -1,0 +1,239 @@
+%% @doc Cluster membership: which nodes serve together, and what to do when
+%% that changes.
+%%
+%% A member is a connected node whose `throng_cluster' process said hello:
+%% distributed Erlang connects the nodes (a full mesh), this process tells
+%% the others that Throng runs here. The member list goes to
+%% {@link throng_members} (read by every session). When it changes:
+%% <ul>
+%% <li>every session of this node whose directory entry now belongs
+%%     elsewhere enters itself again ({@link throng_session:place_again/1});</li>
+%% <li>a moment later, entries this node no longer holds are dropped;</li>
+%% <li>when a member goes down, the entries of its sessions held here are
+%%     dropped and their contacts are sent unavailable presence on their
+%%     behalf; the first member (in sorted order) moves the dead node's
+%%     messages in flight back to offline storage.</li>
+%% </ul>
+%% Seeds (`cluster.seeds' and the nodes joined with `join-cluster') and lost
+%% members are dialled again every `cluster.reconnect_interval' seconds, so
+%% a netsplit heals by itself. No session, login or message waits for this
+%% process.
+-module(throng_cluster).
+-behaviour(gen_server).
+
+-include("throng.hrl").
+
+-export([start_link/0, join/1, leave/0, members/0, status/0, local_status/0]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+%% Called by supervisors, and by bin/throng (throng_ctl) on the node.
+-ignore_xref([{start_link, 0}, {local_status, 0}]).
+
+-define(PURGE_DELAY_MS, 2000).
+-define(SEEDS_FILE, "cluster_seeds").
+
+-record(st, {known = [] :: [node()],      %% seeds and every node that was a member
+             interval :: pos_integer()}).
+
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc Joins the cluster of Node: connects, checks that both use the same
+%% storage, and remembers Node as a seed (DATA_DIR/cluster_seeds).
+-spec join(node()) -> ok | {error, string()}.
+join(Node) ->
+    gen_server:call(?MODULE, {join, Node}, 60000).
+
+%% @doc Leaves the cluster: the other members are told and the remembered
+%% seeds are forgotten. The caller ends this node's sessions first, while it
+%% is still a member (so that their contacts on every node see them go and
+%% what they held goes to the shared storage), and stops the node after.
+-spec leave() -> ok.
+leave() ->
+    gen_server:call(?MODULE, leave, 60000).
+
+%% @doc The members, sorted (this node included).
+-spec members() -> [node(), ...].
+members() ->
+    throng_members:members().
+
+%% @doc Every member with its sessions and state, as this node sees them.
+-spec status() -> [#{node := node(), sessions := non_neg_integer() | unreachable,
+                     directory := non_neg_integer() | unreachable}].
+status() ->
+    Members = members(),
+    Results = erpc:multicall(Members, ?MODULE, local_status, [], 5000),
+    [case R of
+         {ok, Info} -> Info#{node => N};
+         _ -> #{node => N, sessions => unreachable, directory => unreachable}
+     end || {N, R} <- lists:zip(Members, Results)].
+
+%% @doc This node's sessions and directory entries (status/0 asks each member).
+-spec local_status() -> #{sessions := non_neg_integer(), directory := non_neg_integer()}.
+local_status() ->
+    #{sessions => throng_sm:count(), directory => throng_dir:size()}.
+
+%%% gen_server
+
+-spec init([]) -> {ok, #st{}}.
+init([]) ->
+    Interval = throng_config:get([cluster, reconnect_interval]) * 1000,
+    case node() of
+        nonode@nohost ->
+            {ok, #st{interval = Interval}};
+        _ ->
+            ok = net_kernel:monitor_nodes(true),
+            Known = lists:usort(throng_config:get([cluster, seeds]) ++ saved_seeds()) -- [node()],
+            [hello(N) || N <- nodes()],
+            self() ! reconnect,
+            {ok, #st{known = Known, interval = Interval}}
+    end.
+
+-spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
+handle_call({join, Node}, _From, St) ->
+    case do_join(Node) of
+        ok ->
+            save_seeds(lists:usort([Node | saved_seeds()])),
+            {reply, ok, St#st{known = lists:usort([Node | St#st.known])}};
+        {error, _} = Error ->
+            {reply, Error, St}
+    end;
+handle_call(leave, _From, St) ->
+    Others = members() -- [node()],
+    [erlang:send({?MODULE, N}, {bye, node()}, [noconnect]) || N <- Others],
+    save_seeds([]),
+    changed(members(), [node()]),
+    {reply, ok, St#st{known = []}};
+handle_call(_Req, _From, St) ->
+    {reply, {error, unknown_request}, St}.
+
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
+    Lost = [N || N <- Known, not lists:member(N, nodes())],
+    %% connect_node/1 can take seconds for an unreachable host: not here.
+    [spawn(fun() -> net_kernel:connect_node(N) end) || N <- Lost],
+    erlang:send_after(Interval, self(), reconnect),
+    {noreply, St};
+handle_info({nodeup, Node}, St) ->
+    hello(Node),
+    {noreply, St};
+handle_info({hello, Node}, #st{known = Known} = St) ->
+    Old = members(),
+    case lists:member(Node, Old) of
+        true -> ok;
+        false ->
+            hello(Node),
+            logger:notice(#{what => cluster_member_up, node => Node}),
+            spawn(fun() -> throng_storage:node_up(Node) end),
+            changed(Old, [Node | Old])
+    end,
+    {noreply, St#st{known = lists:usort([Node | Known])}};
+handle_info({nodedown, Node}, St) ->
+    member_gone(Node, down),
+    {noreply, St};
+handle_info({bye, Node}, #st{known = Known} = St) ->
+    member_gone(Node, left),
+    {noreply, St#st{known = Known -- [Node]}};
+handle_info(purge, St) ->
+    Me = node(),
+    Dropped = throng_dir:keep_only(
+                fun({{US, _}, Pid, _, _, _}) -> throng_members:holder(US, node(Pid)) =:= Me end),
+    Dropped > 0 andalso logger:info(#{what => directory_purged, entries => Dropped}),
+    {noreply, St};
+handle_info(_Msg, St) ->
+    {noreply, St}.
+
+%%% Membership changes
+
+hello(Node) ->
+    erlang:send({?MODULE, Node}, {hello, node()}, [noconnect]).
+
+member_gone(Node, Why) ->
+    Old = members(),
+    case lists:member(Node, Old) of
+        false -> ok;
+        true ->
+            logger:notice(#{what => cluster_member_down, node => Node, reason => Why}),
+            changed(Old, Old -- [Node]),
+            spawn(fun() -> sessions_gone(Node) end)
+    end.
+
+changed(Old0, New0) ->
+    Old = lists:usort(Old0),
+    New = lists:usort(New0),
+    throng_members:set(New),
+    Me = node(),
+    Moved = [Pid || {{US, _}, Pid} <- throng_sm:local_keys(),
+                    throng_members:holder(US, Me, Old) =/= throng_members:holder(US, Me, New)],
+    [throng_session:place_again(Pid) || Pid <- Moved],
+    logger:notice(#{what => cluster_members, members => New, sessions_placed_again => length(Moved)}),
+    erlang:send_after(?PURGE_DELAY_MS, self(), purge),
+    ok.
+
+%% The sessions of a node that went down: the directory forgets those held
+%% here, their contacts are told (the node cannot tell them any more), and
+%% the first member returns the node's messages in flight to storage.
+sessions_gone(Node) ->
+    Entries = throng_dir:drop_node(Node),
+    Unavailable = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
+    Told = [begin
+                JID = #jid{user = U, server = S, resource = R},
+                throng_presence:unavailable(JID, Unavailable, throng_directed:new())
+            end || {{{U, S}, R}, _Pid, Prio, _, _} <- Entries, Prio =/= undefined],
+    throng_metrics:add(cluster_sessions_dropped, length(Entries)),
+    Recovered = case members() of
+                    [First | _] when First =:= node() -> recover_inflight(Node);
+                    _ -> 0
+                end,
+    logger:notice(#{what => cluster_sessions_dropped, node => Node, sessions => length(Entries),
+                    unavailable_sent => length(Told), inflight_recovered => Recovered}).
+
+recover_inflight(Node) ->
+    try throng_storage:inflight_recover({node, Node})
+    catch error:{storage_failed, Why} ->
+            logger:error(#{what => inflight_recover_failed, node => Node, reason => Why}),
+            0
+    end.
+
+%%% Joining
+
+do_join(Node) when Node =:= node() ->
+    {error, "a node cannot join itself"};
+do_join(Node) ->
+    case net_kernel:connect_node(Node) of
+        false ->
+            {error, lists:flatten(io_lib:format(
+                                    "cannot connect to ~s (is it running, with the same cookie?)",
+                                    [Node]))};
+        true ->
+            try erpc:call(Node, throng_storage, cluster_identity, [], 10000) of
+                Theirs ->
+                    case throng_storage:cluster_identity() of
+                        Theirs -> hello(Node), ok;
+                        Mine ->
+                            {error, lists:flatten(io_lib:format(
+                                "~s keeps its data in ~0tp, this node in ~0tp: a cluster shares one "
+                                "storage (set cluster.db_nodes, or the same PostgreSQL database, "
+                                "on every node; docs/clustering.md)", [Node, Theirs, Mine]))}
+                    end
+            catch Class:Why ->
+                    {error, lists:flatten(io_lib:format("~s does not run Throng: ~p:~0tp",
+                                                        [Node, Class, Why]))}
+            end
+    end.
+
+saved_seeds() ->
+    case file:consult(seeds_file()) of
+        {ok, [Nodes]} when is_list(Nodes) -> [N || N <- Nodes, is_atom(N)];
+        _ -> []
+    end.
+
+save_seeds(Nodes) ->
+    ok = file:write_file(seeds_file(), io_lib:format("~p.~n", [Nodes])).
+
+seeds_file() ->
+    filename:join(throng_paths:data_dir(), ?SEEDS_FILE).

@@ -1,0 +1,181 @@
+%% @doc This node's part of the cluster's session directory: entries for
+%% sessions on *other* nodes whose bare JID this node holds (see
+%% {@link throng_members:holder/2}), in the ETS table `throng_dir', and the
+%% writer processes that change it for those nodes.
+%%
+%% An entry is `{Key, Pid, Prio, Pres, Stamp}' — the same as a session-table
+%% entry, Stamp being the session's registration time in microseconds (the
+%% newer of two sessions of one full JID wins). Reads are direct ETS reads:
+%% from this node's sessions, or from a remote node's lookup through
+%% `erpc' ({@link throng_sm}). Writes of a remote session go through one of
+%% {@value SHARDS} writer processes, chosen by the key, so the changes of one
+%% session are applied in the order it made them; there is no other process
+%% on the path and no lock.
+-module(throng_dir).
+-behaviour(gen_server).
+
+-export([init_table/0, child_specs/1, start_link/2]).
+-export([claim/2, put/2, update/5, remove/3]).
+-export([entries/1, entry/1, drop_node/1, keep_only/1, size/0]).
+-export([init/1, handle_call/3, handle_cast/2]).
+%% Called by throng_table_owner and supervisors.
+-ignore_xref([{init_table, 0}, {start_link, 2}]).
+
+-define(TAB, throng_dir).
+-define(SHARDS, 8).
+-define(CALL_TIMEOUT, 5000).
+
+-type entry() :: {throng_sm:key(), pid(), undefined | integer(),
+                  undefined | empty | tuple(), Stamp :: integer()}.
+%% This node's own session of a full JID, if another process than the given
+%% one holds it: its process and registration stamp (throng_sm, passed in
+%% by the supervisor so that this module does not call the session table).
+-type rival_fun() :: fun((throng_sm:key(), pid()) -> {pid(), integer()} | none).
+-export_type([entry/0, rival_fun/0]).
+
+-spec init_table() -> ok.
+init_table() ->
+    ?TAB = ets:new(?TAB, [ordered_set, public, named_table,
+                          {read_concurrency, true}, {write_concurrency, true}]),
+    ok.
+
+-spec child_specs(rival_fun()) -> [supervisor:child_spec()].
+child_specs(Rival) ->
+    [#{id => {?MODULE, I}, start => {?MODULE, start_link, [I, Rival]}}
+     || I <- lists:seq(1, ?SHARDS)].
+
+-spec start_link(pos_integer(), rival_fun()) -> {ok, pid()} | {error, term()}.
+start_link(I, Rival) ->
+    gen_server:start_link({local, name(I)}, ?MODULE, Rival, []).
+
+name(I) ->
+    list_to_atom("throng_dir_" ++ integer_to_list(I)).
+
+shard(Key) ->
+    name(erlang:phash2(Key, ?SHARDS) + 1).
+
+%%% Called on the session's node
+
+%% @doc Claims a full JID at its home Node for a session of another node:
+%% ok, `{exists, Pid}' (an older session holds it: replace it, then claim
+%% again) or conflict (a newer session holds it). A home that does not
+%% answer is taken as ok: the membership change that follows places the
+%% entry again.
+-spec claim(node(), entry()) -> ok | {exists, pid()} | conflict.
+claim(Node, Entry) ->
+    try gen_server:call({shard(element(1, Entry)), Node}, {claim, Entry}, ?CALL_TIMEOUT)
+    catch exit:Why ->
+            logger:warning(#{what => directory_unreachable, node => Node, reason => Why}),
+            ok
+    end.
+
+%% @doc Writes an entry at Node (a backup, or a session placed again).
+-spec put(node(), entry()) -> ok.
+put(Node, Entry) ->
+    gen_server:cast({shard(element(1, Entry)), Node}, {put, Entry}).
+
+%% @doc A new priority and presence of a session, at Node.
+-spec update(node(), throng_sm:key(), pid(), undefined | integer(), term()) -> ok.
+update(Node, Key, Pid, Prio, Pres) ->
+    gen_server:cast({shard(Key), Node}, {update, Key, Pid, Prio, Pres}).
+
+%% @doc The session ended: its entry at Node goes.
+-spec remove(node(), throng_sm:key(), pid()) -> ok.
+remove(Node, Key, Pid) ->
+    gen_server:cast({shard(Key), Node}, {remove, Key, Pid}).
+
+%%% Reads and maintenance of this node's part
+
+%% @doc The entries of a bare JID held here.
+-spec entries({binary(), binary()}) -> [entry()].
+entries(US) ->
+    ets:select(?TAB, [{{{US, '_'}, '_', '_', '_', '_'}, [], ['$_']}]).
+
+-spec entry(throng_sm:key()) -> entry() | undefined.
+entry(Key) ->
+    case ets:lookup(?TAB, Key) of
+        [E] -> E;
+        [] -> undefined
+    end.
+
+%% @doc Removes and returns the entries of sessions on Node (it went down).
+-spec drop_node(node()) -> [entry()].
+drop_node(Node) ->
+    Spec = [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], ['$_']}],
+    Entries = ets:select(?TAB, Spec),
+    _ = ets:select_delete(?TAB, [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], [true]}]),
+    Entries.
+
+%% @doc Removes the entries for which Keep returns false (after a membership
+%% change: those this node no longer holds); returns how many went.
+-spec keep_only(fun((entry()) -> boolean())) -> non_neg_integer().
+keep_only(Keep) ->
+    ets:foldl(fun(E, N) ->
+                      case Keep(E) of
+                          true -> N;
+                          false -> ets:delete_object(?TAB, E), N + 1
+                      end
+              end, 0, ?TAB).
+
+-spec size() -> non_neg_integer().
+size() ->
+    ets:info(?TAB, size).
+
+%%% Writer processes
+
+-spec init(rival_fun()) -> {ok, rival_fun()}.
+init(Rival) ->
+    {ok, Rival}.
+
+-spec handle_call({claim, entry()}, gen_server:from(), rival_fun()) ->
+          {reply, ok | {exists, pid()} | conflict, rival_fun()}.
+handle_call({claim, Entry}, _From, Rival) ->
+    {reply, do_claim(Entry, Rival), Rival}.
+
+-spec handle_cast(term(), rival_fun()) -> {noreply, rival_fun()}.
+handle_cast({put, Entry}, St) ->
+    true = ets:insert(?TAB, Entry),
+    {noreply, St};
+handle_cast({update, Key, Pid, Prio, Pres}, St) ->
+    _ = ets:select_replace(?TAB, [{{Key, Pid, '_', '_', '$1'}, [],
+                                   [{{{const, Key}, {const, Pid}, {const, Prio},
+                                      {const, Pres}, '$1'}}]}]),
+    {noreply, St};
+handle_cast({remove, Key, Pid}, St) ->
+    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    {noreply, St};
+handle_cast(_Other, St) ->
+    {noreply, St}.
+
+%% The home decides between sessions of one full JID: the one registered
+%% later wins. The competitor may be in the directory (a session on a third
+%% node) or in this node's own session table.
+do_claim({Key, Pid, _, _, Stamp} = Entry, RivalFun) ->
+    Rival = case ets:lookup(?TAB, Key) of
+                [{_, Pid, _, _, _}] -> none;
+                [{_, Other, _, _, OStamp}] -> {Other, OStamp};
+                [] -> none
+            end,
+    Local = RivalFun(Key, Pid),
+    case newest([R || {P, _} = R <- [Rival, Local], alive(P)], Stamp) of
+        {older, Other2} ->
+            true = ets:insert(?TAB, Entry),
+            {exists, Other2};
+        newer ->
+            conflict;
+        none ->
+            true = ets:insert(?TAB, Entry),
+            ok
+    end.
+
+newest([], _Stamp) -> none;
+newest(Rivals, Stamp) ->
+    case [R || {_, S} = R <- Rivals, S > Stamp] of
+        [_ | _] -> newer;
+        [] -> {older, element(1, hd(Rivals))}
+    end.
+
+%% A session on a node that is no longer connected is gone (its entries are
+%% being dropped).
+alive(Pid) when node(Pid) =:= node() -> is_process_alive(Pid);
+alive(Pid) -> lists:member(node(Pid), nodes()).

@@ -1,0 +1,436 @@
+%% @doc A Throng cluster of three nodes (OTP `peer'), driven over real
+%% sockets: RFC 6121 routing and presence between users on different nodes,
+%% priorities across nodes, "newer session wins" across nodes, kick,
+%% roster pushes to every resource, offline storage when the last resource
+%% leaves, the loss of a node (`halt' without any clean-up) and its return,
+%% and the shared client port (SO_REUSEPORT).
+%%
+%% Node 1 keeps the Mnesia tables (cluster.db_nodes); nodes 2 and 3 keep no
+%% copy and use them remotely; nodes 2 and 3 join through cluster.seeds.
+-module(cluster_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+-include("throng.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(C, throng_test_client).
+-define(WAIT, 10000).
+
+all() ->
+    [members_and_status, message_to_bare_and_full_jid, presence_across_nodes,
+     priority_across_nodes, newer_session_wins_across_nodes, kick_on_another_node,
+     roster_push_to_every_resource, offline_when_last_resource_leaves,
+     directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
+     resumption_on_another_node_fails_cleanly, netsplit_heals].
+
+suite() ->
+    [{timetrap, {minutes, 5}}].
+
+init_per_suite(Config) ->
+    case node() of
+        nonode@nohost -> {ok, _} = throng_ct:start_distribution(cluster_suite, shortnames);
+        _ -> ok
+    end,
+    Config.
+
+end_per_suite(_Config) ->
+    _ = net_kernel:stop(),
+    ok.
+
+init_per_testcase(TC, Config) ->
+    Names = [list_to_atom(atom_to_list(TC) ++ "_" ++ integer_to_list(I)) || I <- [1, 2, 3]],
+    TC =:= full_node_stops_listening andalso
+        put(shared_opts, #{hd(Names) => #{max_connections => 3, when_full => stop_listening}}),
+    Nodes = start_cluster(Config, Names),
+    wait_members(Nodes),
+    N1 = hd(Nodes),
+    [ok = erpc:call(N1, throng_ct, register, [U, <<"password">>])
+     || U <- [<<"alice">>, <<"bob">>, <<"carol">>]],
+    ok = erpc:call(N1, throng_ct, mutual, [<<"alice">>, <<"bob">>]),
+    [{nodes, Nodes} | Config].
+
+end_per_testcase(_TC, _Config) ->
+    [catch peer:stop(P) || P <- get_peers()],
+    erase(peers),
+    erase(shared_opts),
+    ok.
+
+%%% Cases
+
+members_and_status(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    [?assertEqual(lists:sort(Nodes), erpc:call(N, throng_cluster, members, [])) || N <- Nodes],
+    A = login(<<"alice">>, <<"a">>, N2),
+    ?C:send(A, ?C:presence([])),
+    _ = ?C:recv_stanza(A),
+    Status = erpc:call(N3, throng_cluster, status, []),
+    ?assertEqual(lists:sort(Nodes), [N || #{node := N} <- Status]),
+    ?assertEqual([{N1, 0}, {N2, 1}, {N3, 0}],
+                 lists:sort([{N, S} || #{node := N, sessions := S} <- Status])),
+    {0, Text} = erpc:call(N1, throng_ctl, run, ["sessions", []]),
+    ?assertEqual(<<"alice@localhost/a\n">>, iolist_to_binary(Text)),
+    ?C:close(A).
+
+message_to_bare_and_full_jid(Config) ->
+    [N1, N2, _] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N1),
+    B = online(<<"bob">>, <<"b">>, N2),
+    ?C:flush(A), ?C:flush(B),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"to bare">>)),
+    ?assertEqual(<<"to bare">>, body(?C:recv_stanza(B))),
+    ?C:send(A, ?C:message(<<"bob@localhost/b">>, <<"chat">>, <<"to full">>)),
+    M = ?C:recv_stanza(B),
+    ?assertEqual(<<"to full">>, body(M)),
+    ?assertEqual(<<"alice@localhost/a">>, throng_xml:attr(<<"from">>, M)),
+    %% And back, to a full JID on the other node.
+    ?C:send(B, ?C:message(<<"alice@localhost/a">>, <<"normal">>, <<"back">>)),
+    ?assertEqual(<<"back">>, body(?C:recv_stanza(A))),
+    %% An IQ to a full JID on another node reaches it.
+    ?C:send(A, #xmlel{name = <<"iq">>, attrs = [{<<"to">>, <<"bob@localhost/b">>},
+                                               {<<"type">>, <<"get">>}, {<<"id">>, <<"q1">>}],
+                      children = [#xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, <<"urn:x">>}]}]}),
+    Q = ?C:recv_stanza(B),
+    ?assertEqual(<<"q1">>, throng_xml:attr(<<"id">>, Q)),
+    [?C:close(C) || C <- [A, B]].
+
+presence_across_nodes(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N1),
+    %% Bob comes online on another node: Alice sees him, he gets her
+    %% presence (the probe is answered from the directory).
+    B = login(<<"bob">>, <<"b">>, N2),
+    ?C:send(B, ?C:presence([])),
+    Got = [?C:recv_stanza(B), ?C:recv_stanza(B)],
+    Froms = lists:sort([throng_xml:attr(<<"from">>, P) || P <- Got]),
+    ?assertEqual([<<"alice@localhost/a">>, <<"bob@localhost/b">>], Froms),
+    P = ?C:recv_stanza(A),
+    ?assertEqual(<<"bob@localhost/b">>, throng_xml:attr(<<"from">>, P)),
+    %% A second resource of Bob on a third node: his other resource and
+    %% Alice see it.
+    B2 = login(<<"bob">>, <<"b2">>, N3),
+    ?C:send(B2, ?C:presence([])),
+    ?assertEqual(<<"bob@localhost/b2">>, throng_xml:attr(<<"from">>, ?C:recv_stanza(A))),
+    ?assertEqual(<<"bob@localhost/b2">>, throng_xml:attr(<<"from">>, ?C:recv_stanza(B))),
+    %% Unavailable presence crosses nodes too.
+    ?C:send(B2, ?C:presence([{<<"type">>, <<"unavailable">>}])),
+    U = ?C:recv_stanza(A),
+    ?assertEqual({<<"bob@localhost/b2">>, <<"unavailable">>},
+                 {throng_xml:attr(<<"from">>, U), throng_xml:attr(<<"type">>, U)}),
+    [?C:close(C) || C <- [A, B, B2]].
+
+priority_across_nodes(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N1),
+    Low = online(<<"bob">>, <<"low">>, N2, 1),
+    High = online(<<"bob">>, <<"high">>, N3, 5),
+    ?C:flush(Low), ?C:flush(High), ?C:flush(A),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"prio">>)),
+    ?assertEqual(<<"prio">>, body(?C:recv_stanza(High))),
+    ok = ?C:expect_nothing(Low, 500),
+    [?C:close(C) || C <- [A, Low, High]].
+
+newer_session_wins_across_nodes(Config) ->
+    [N1, _, N3] = ?config(nodes, Config),
+    Old = online(<<"carol">>, <<"same">>, N1),
+    New = online(<<"carol">>, <<"same">>, N3),
+    ?assertEqual(<<"conflict">>, ?C:closed(Old, ?WAIT)),
+    %% The new session is the one the cluster routes to.
+    Pid = erpc:call(N1, throng_sm, lookup, [jid(<<"carol">>, <<"same">>)]),
+    ?assertEqual(N3, node(Pid)),
+    ?C:close(New).
+
+kick_on_another_node(Config) ->
+    [N1, N2, _] = ?config(nodes, Config),
+    B = online(<<"bob">>, <<"b">>, N2),
+    %% bin/throng kick run against node 1.
+    {0, _} = erpc:call(N1, throng_ctl, run, ["kick", ["bob@localhost/b"]]),
+    ?assertEqual(<<"policy-violation">>, ?C:closed(B, ?WAIT)).
+
+roster_push_to_every_resource(Config) ->
+    [N1, N2, _] = ?config(nodes, Config),
+    A1 = online(<<"alice">>, <<"one">>, N1),
+    A2 = online(<<"alice">>, <<"two">>, N2),
+    %% Both resources ask for the roster (pushes go to those that did).
+    [begin
+         ?C:send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"get">>}, {<<"id">>, <<"g">>}],
+                           children = [#xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}]}]}),
+         wait_for(C, fun(El) -> throng_xml:attr(<<"id">>, El) =:= <<"g">> end)
+     end || C <- [A1, A2]],
+    Set = #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER}],
+                 children = [#xmlel{name = <<"item">>, attrs = [{<<"jid">>, <<"carol@localhost">>},
+                                                               {<<"name">>, <<"Carol">>}]}]},
+    ?C:send(A1, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"s1">>}],
+                       children = [Set]}),
+    Push = wait_for(A2, fun(El) -> throng_xml:attr(<<"type">>, El) =:= <<"set">> end),
+    Item = throng_xml:subel(throng_xml:subel(Push, <<"query">>, ?NS_ROSTER), <<"item">>),
+    ?assertEqual(<<"carol@localhost">>, throng_xml:attr(<<"jid">>, Item)),
+    [?C:close(C) || C <- [A1, A2]].
+
+offline_when_last_resource_leaves(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    B = online(<<"bob">>, <<"b">>, N2),
+    ?C:close(B),
+    wait_until(fun() -> erpc:call(N1, throng_sm, resources, [{<<"bob">>, <<"localhost">>}]) =:= [] end),
+    A = online(<<"alice">>, <<"a">>, N1),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"stored">>)),
+    wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 1 end),
+    B2 = online(<<"bob">>, <<"again">>, N3),
+    wait_for(B2, fun(El) -> body(El) =:= <<"stored">> end),
+    [?C:close(C) || C <- [A, B2]].
+
+%% Each node's part of the directory holds only entries of sessions on
+%% other nodes, one per session: the sum over the nodes is the number of
+%% sessions, not a multiple of it.
+directory_is_sharded(Config) ->
+    Nodes = ?config(nodes, Config),
+    Users = [<<"alice">>, <<"bob">>, <<"carol">>],
+    Clients = [online(U, integer_to_binary(I), lists:nth(1 + (I rem 3), Nodes))
+               || U <- Users, I <- lists:seq(1, 6)],
+    wait_until(fun() ->
+                       Dir = lists:sum([erpc:call(N, throng_dir, size, []) || N <- Nodes]),
+                       Dir =:= length(Clients)
+               end),
+    [?assertEqual(18, length(erpc:call(N, throng_sm, resources, [{U, <<"localhost">>}])) * 3)
+     || N <- Nodes, U <- Users],
+    [?C:close(C) || C <- Clients].
+
+node_loss_and_return(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N1),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A),
+    %% Node 3 dies without any clean-up.
+    Peer3 = proplists:get_value(N3, get_peers_by_node()),
+    erpc:cast(N3, erlang, halt, [137]),
+    P = wait_for(A, fun(El) -> throng_xml:attr(<<"type">>, El) =:= <<"unavailable">> end),
+    ?assertEqual(<<"bob@localhost/b">>, throng_xml:attr(<<"from">>, P)),
+    wait_until(fun() -> erpc:call(N2, throng_sm, resources, [{<<"bob">>, <<"localhost">>}]) =:= [] end),
+    [?assertEqual(lists:sort([N1, N2]), erpc:call(N, throng_cluster, members, [])) || N <- [N1, N2]],
+    %% A message to him now is kept offline, not lost.
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"while down">>)),
+    wait_until(fun() -> erpc:call(N2, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 1 end),
+    catch peer:stop(Peer3),
+    ?C:closed(B, ?WAIT),
+    %% The node comes back and rejoins by itself (its seeds).
+    [_] = start_cluster(Config, [node_name(N3)], N1),
+    wait_members(Nodes),
+    B2 = online(<<"bob">>, <<"back">>, N3),
+    wait_for(B2, fun(El) -> body(El) =:= <<"while down">> end),
+    [?C:close(C) || C <- [A, B2]].
+
+%% The three nodes listen on one port (reuse_port); connections land on
+%% every one of them.
+shared_port(Config) ->
+    Nodes = ?config(nodes, Config),
+    [Port] = lists:usort([erpc:call(N, throng_listener, port, [{listener, 2}]) || N <- Nodes]),
+    Clients = [online(<<"carol">>, integer_to_binary(I), Port) || I <- lists:seq(1, 30)],
+    Counts = [erpc:call(N, throng_sm, count, []) || N <- Nodes],
+    ?assertEqual(30, lists:sum(Counts)),
+    ?assert(lists:all(fun(C) -> C > 0 end, Counts)),
+    [?C:close(C) || C <- Clients].
+
+%% A node at max_connections with when_full: stop_listening closes its
+%% socket on the shared port: the kernel sends the next connections to the
+%% others; below 95% it listens again.
+full_node_stops_listening(Config) ->
+    [N1 | _] = Nodes = ?config(nodes, Config),
+    [Port] = lists:usort([erpc:call(N, throng_listener, port, [{listener, 2}]) || N <- Nodes]),
+    Clients = [online(<<"carol">>, integer_to_binary(I), Port) || I <- lists:seq(1, 30)],
+    ?assertNot(erpc:call(N1, throng_listener, listening, [{listener, 2}])),
+    %% Node 1's shared listener holds at most 3 (and, in the moment its
+    %% socket closes, at most one more per acceptor).
+    Held = erpc:call(N1, throng_sm, count, []),
+    ?assert(Held >= 3 andalso Held =< 3 + 8),
+    ?assertEqual(30, lists:sum([erpc:call(N, throng_sm, count, []) || N <- Nodes])),
+    ?assert(erpc:call(N1, throng_metrics, value, [listener_full]) >= 1),
+    [?C:close(C) || C <- Clients],
+    wait_until(fun() -> erpc:call(N1, throng_listener, listening, [{listener, 2}]) end).
+
+%% The session's node is not the one the client comes back to: the
+%% resumption fails with <failed/>, and nothing the old session held is
+%% lost: it comes with the new session's initial presence.
+resumption_on_another_node_fails_cleanly(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    B = online(<<"bob">>, <<"b">>, N2),
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    E = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
+    Id = throng_xml:attr(<<"id">>, E),
+    A = online(<<"alice">>, <<"a">>, N1),
+    [?C:send(A, ?C:message(<<"bob@localhost/b">>, <<"chat">>, integer_to_binary(I)))
+     || I <- lists:seq(1, 3)],
+    %% Every stanza since <enabled/> counts; h covers those up to message 1.
+    Received = stanzas_until(B, <<"3">>),
+    H = length(lists:takewhile(fun(El) -> body(El) =/= <<"2">> end, Received)),
+    ?C:abort(B),
+    wait_until(fun() ->
+                       [Pid] = [P || {<<"b">>, P, _, _} <- erpc:call(N2, throng_sm, resources,
+                                                                      [{<<"bob">>, <<"localhost">>}])],
+                       erpc:call(N2, throng_sm, is_detached, [Pid])
+               end),
+    %% The client got message 1 (h = 1) and comes back on node 3.
+    C = ?C:connect(#{port => port_of(N3)}),
+    _ = ?C:open_stream(C),
+    ok = ?C:auth_plain(C, <<"bob">>, <<"password">>),
+    _ = ?C:open_stream(C),
+    ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
+                                                    {<<"h">>, integer_to_binary(H)}]}),
+    F = ?C:recv_stanza(C),
+    ?assertEqual(<<"failed">>, F#xmlel.name),
+    ?assertEqual([], erpc:call(N1, throng_sm, resources, [{<<"bob">>, <<"localhost">>}])),
+    %% A new session on node 3: messages 2 and 3 come, 1 does not.
+    B2 = ?C:bind(C, <<"b">>),
+    ?C:send(B2, ?C:presence([])),
+    Got = collect_bodies(B2, 2),
+    ?assertEqual([<<"2">>, <<"3">>], Got),
+    [?C:close(X) || X <- [A, B2]].
+
+stanzas_until(C, Body) ->
+    El = ?C:recv_stanza(C),
+    case body(El) of
+        Body -> [El];
+        _ -> [El | stanzas_until(C, Body)]
+    end.
+
+collect_bodies(_C, 0) -> [];
+collect_bodies(C, N) ->
+    El = wait_for(C, fun(El) -> body(El) =/= undefined end),
+    [body(El) | collect_bodies(C, N - 1)].
+
+%% A node cut off from the others (the connections dropped) comes back by
+%% itself within cluster.reconnect_interval: members, storage and routing
+%% work again without anyone doing anything.
+netsplit_heals(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    erpc:cast(N2, ?MODULE, cut_off, [[N1, N3]]),
+    %% (OTP's global then also cuts the other connections of the nodes
+    %% involved, this test node's too: calls may fail for a moment.)
+    wait_until(fun() -> not lists:member(N2, try_call(N1, throng_cluster, members, [], [N2])) end),
+    wait_until(fun() -> lists:all(fun(N) -> try_call(N, throng_cluster, members, [], []) =:= Nodes end,
+                                  Nodes) end),
+    wait_until(fun() -> lists:member(N1, try_call(N2, mnesia, system_info, [running_db_nodes], [])) end),
+    B = online(<<"bob">>, <<"b">>, N2),
+    A = online(<<"alice">>, <<"a">>, N1),
+    wait_for(B, fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"alice@localhost/a">> end),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"healed">>)),
+    wait_for(B, fun(El) -> body(El) =:= <<"healed">> end),
+    [?C:close(X) || X <- [A, B]].
+
+try_call(N, M, F, A, Otherwise) ->
+    try erpc:call(N, M, F, A, 2000)
+    catch _:_ -> Otherwise
+    end.
+
+%% In the node: drop the connections to Nodes (what a netsplit does).
+cut_off(Nodes) ->
+    [erlang:disconnect_node(N) || N <- Nodes],
+    ok.
+
+%%% Cluster set-up
+
+start_cluster(Config, Names) ->
+    Seed = node_at(hd(Names)),
+    start_cluster(Config, Names, Seed).
+
+start_cluster(Config, Names, Seed) ->
+    SharedPort = shared_port_number(),
+    [start_node(Config, Name, Seed, SharedPort) || Name <- Names].
+
+start_node(Config, Name, Seed, SharedPort) ->
+    Paths = lists:append([["-pa", P] || P <- code:get_path(), not lists:prefix(code:lib_dir(), P)]),
+    %% Controlled over stdio, not distribution: a peer controlled over
+    %% distribution halts when that connection drops (netsplit_heals drops
+    %% connections on purpose).
+    {ok, Peer, Node} = peer:start_link(#{name => Name, args => Paths, connection => standard_io}),
+    put(peers, [{Node, Peer} | get_peers_by_node()]),
+    Dir = filename:join(?config(priv_dir, Config), atom_to_list(Name)),
+    Cfg = throng_ct:config(#{data_dir => list_to_binary(Dir),
+                             cluster => #{seeds => [Seed], db_nodes => [Seed],
+                                          reconnect_interval => 1},
+                             stream_management => #{resumption_secret =>
+                                                        <<"cluster-suite-secret-0123456789abcdef">>}}),
+    Shared = maps:get(Name, case get(shared_opts) of undefined -> #{}; M -> M end, #{}),
+    Listeners = maps:get(listen, Cfg) ++
+        [Shared#{port => SharedPort, ip => <<"127.0.0.1">>, reuse_port => true}],
+    ok = erpc:call(Node, application, set_env, [throng, config, Cfg#{listen => Listeners}]),
+    {ok, _} = erpc:call(Node, application, ensure_all_started, [throng]),
+    Node.
+
+get_peers() ->
+    [P || {_, P} <- get_peers_by_node()].
+
+get_peers_by_node() ->
+    case get(peers) of
+        undefined -> [];
+        L -> L
+    end.
+
+node_at(Name) ->
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    list_to_atom(atom_to_list(Name) ++ "@" ++ Host).
+
+node_name(Node) ->
+    [Name, _] = string:split(atom_to_list(Node), "@"),
+    list_to_atom(Name).
+
+shared_port_number() ->
+    case get(shared_port) of
+        undefined ->
+            {ok, S} = gen_tcp:listen(0, []),
+            {ok, P} = inet:port(S),
+            gen_tcp:close(S),
+            put(shared_port, P),
+            P;
+        P -> P
+    end.
+
+wait_members(Nodes) ->
+    Want = lists:sort(Nodes),
+    wait_until(fun() -> lists:all(fun(N) -> erpc:call(N, throng_cluster, members, []) =:= Want end,
+                                  Nodes) end).
+
+%%% Clients
+
+port_of(Node) ->
+    erpc:call(Node, throng_listener, port, [{listener, 1}]).
+
+login(User, Res, Node) when is_atom(Node) ->
+    ?C:login(User, <<"password">>, Res, #{port => port_of(Node)});
+login(User, Res, Port) when is_integer(Port) ->
+    ?C:login(User, <<"password">>, Res, #{port => Port}).
+
+online(User, Res, Where) ->
+    online(User, Res, Where, 0).
+
+%% Logged in, available, and its own presence echo read.
+online(User, Res, Where, Prio) ->
+    C = login(User, Res, Where),
+    ?C:send(C, #xmlel{name = <<"presence">>,
+                      children = [#xmlel{name = <<"priority">>,
+                                         children = [{xmlcdata, integer_to_binary(Prio)}]}]}),
+    Self = <<User/binary, "@localhost/", Res/binary>>,
+    wait_for(C, fun(El) -> throng_xml:attr(<<"from">>, El) =:= Self end),
+    C.
+
+wait_for(C, Pred) ->
+    case ?C:recv(C, ?WAIT) of
+        #xmlel{} = El ->
+            case Pred(El) of
+                true -> El;
+                false -> wait_for(C, Pred)
+            end;
+        Other -> error({waited, Other})
+    end.
+
+body(El) ->
+    case throng_xml:subel(El, <<"body">>) of
+        undefined -> undefined;
+        B -> throng_xml:cdata(B)
+    end.
+
+jid(U, R) ->
+    #jid{user = U, server = <<"localhost">>, resource = R}.
+
+wait_until(F) ->
+    throng_ct:wait_until(F, ?WAIT).
