@@ -99,16 +99,21 @@ nth(_, _) -> undefined.
 
 cluster_table(undefined) -> [];
 cluster_table(#{nodes := Nodes, total := T}) ->
-    Keys = [sessions_at_peak, logins, failed, messages_lost, rss_growth_bytes,
-            bytes_per_session_at_peak, cpu_ms_per_login, cpu_mean_pct],
-    Cells = fun(R) -> [throng_bench_units:format_num(case maps:get(K, R, undefined) of
-                                                          null -> undefined;
-                                                          V -> V
-                                                      end) || K <- Keys] end,
+    Cols = [{sessions_at_peak, "sessions"}, {logins, "logins"}, {failed, "failed"},
+            {messages_lost, "lost msgs"}, {rss_growth_bytes, "RSS growth"},
+            {bytes_per_session_at_peak, "B/session"}, {cpu_ms_per_login, "CPU ms/login"},
+            {cpu_mean_pct, "CPU mean %"}],
+    Cells = fun(R) -> [case {K, maps:get(K, R, undefined)} of
+                           {rss_growth_bytes, V} when is_integer(V), V >= 0 ->
+                               throng_bench_units:format_bytes(V);
+                           {_, null} -> <<"-">>;
+                           {_, V} -> throng_bench_units:format_num(V)
+                       end || {K, _} <- Cols] end,
     ["<h2>Per node and cluster-wide</h2>\n",
      "<p>Sessions at the peak (the last second with the most sessions); memory per session = "
-     "RSS growth / those sessions; CPU per login over the login window.</p>\n",
-     table(["node", "target", "server pid" | [atom_to_list(K) || K <- Keys]],
+     "RSS growth / those sessions; CPU per login over the login window. summary.json's "
+     "cluster section has every figure.</p>\n",
+     table(["node", "target", "server pid" | [H || {_, H} <- Cols]],
            [[integer_to_binary(I), escape(throng_bench_units:to_bin(maps:get(target, R, <<"-">>))),
              throng_bench_units:format_num(maps:get(server_pid, R, undefined)) | Cells(R)]
             || R = #{node := I} <- Nodes]
