@@ -96,9 +96,19 @@ node_cmd() {
 }
 
 started=0
+bench_pid=
+status_job=
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    [ -z "$status_job" ] || kill "$status_job" 2>/dev/null || true
+    if [ -n "$bench_pid" ] && kill -0 "$bench_pid" 2>/dev/null; then
+        # timeout passes the TERM on to throng-bench
+        echo "== stopping the load generator" >&2
+        kill -TERM "$bench_pid" 2>/dev/null || true
+        for _ in $(seq 1 30); do kill -0 "$bench_pid" 2>/dev/null || break; sleep 1; done
+        kill -KILL "$bench_pid" 2>/dev/null || true
+    fi
     if [ "$started" -gt 0 ]; then
         echo "== stopping $started node(s)" >&2
         mkdir -p "$out/logs"
@@ -223,15 +233,20 @@ for p in "${pids[@]}"; do server_pids+=(--server-pid "$p"); done
 targets="127.0.0.1:$(node_port 1)-$(node_port "$nodes")"
 [ "$nodes" -eq 1 ] && targets="127.0.0.1:$(node_port 1)"
 # The run ends by itself (throng-bench's deadline: arrivals + session + 17 s,
-# then the grace period); timeout is the last resort.
+# then the grace period); timeout is the last resort. In the background, so
+# that Ctrl-C reaches the trap at once (bash runs a trap only once the
+# foreground command has finished).
 limit=$(( arrivals + length_s + 300 ))
-set +e
 timeout --kill-after=30 "$limit" \
     "$root/bin/throng-bench" xmpp --scenario paper --users "$users" --rate "$rate" \
     --length "$length" --contacts "$contacts" --targets "$targets" "${server_pids[@]}" \
-    --users-per-vm "${USERS_PER_VM:-18000}" --out "$out" > "$out/summary.txt"
+    --users-per-vm "${USERS_PER_VM:-18000}" --out "$out" > "$out/summary.txt" &
+bench_pid=$!
+set +e
+wait "$bench_pid"
 bench_rc=$?
 set -e
+bench_pid=
 kill "$status_job" 2>/dev/null || true
 wait "$status_job" 2>/dev/null || true
 
