@@ -7,32 +7,43 @@
 %% Simulated users and connection processes bump them directly; nothing sends
 %% a message per event. One collector per run reads {@link snapshot/0} of
 %% every VM once a second and works out rates from the differences.
+%%
+%% An xmpp run against several targets (the nodes of a cluster) also keeps
+%% a few counters per target ({@link target_names/0}), in a second array of
+%% K x names slots made by {@link init_targets/1}; the snapshot lists them in
+%% target order.
 -module(throng_bench_metrics).
 
 -export([init/0, inc/1, add/2, sub/2, observe/2, count_error/1,
          snapshot/0, vm_memory/0, empty_snapshot/0, merge/2, hist_names/0,
-         error_types/0, now_us/0]).
+         error_types/0, now_us/0,
+         init_targets/1, target_inc/2, target_sub/2, target_names/0]).
+%% API used by tests: the names of the per-target counters.
+-ignore_xref([{target_names, 0}]).
 
--export_type([counter/0, hist_name/0, error_type/0, snapshot/0]).
+-export_type([counter/0, hist_name/0, error_type/0, snapshot/0, target_counter/0]).
 
 -type counter() :: users_launched | users_connected | users_logged_in | users_finished
                  | users_failed | conns_open | sessions | connects | logins
                  | stanzas_in | stanzas_out | bytes_in | bytes_out
-                 | msgs_sent | msgs_received | msgs_bounced | msgs_unsent
+                 | msgs_sent | msgs_received | msgs_bounced | msgs_unsent | msgs_sent_cross
                  | requests | responses | bad_status
                  | err_econnrefused | err_econnreset | err_closed | err_timeout
                  | err_auth_failure | err_stream_error | err_other.
 -type hist_name() :: connect | tls | register | auth | bind | roster | presence | login
-                   | delivery | response.
+                   | delivery | delivery_same | delivery_cross | response.
+-type target_counter() :: launched | logins | sessions | failed | msgs_sent_to | msgs_received.
 -type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
                     | stream_error | other.
 -type snapshot() :: #{counters := #{counter() => integer()},
                       hists := #{hist_name() => throng_hist:snapshot()},
                       other_reasons := #{binary() => non_neg_integer()},
                       memory := non_neg_integer(),
-                      vms := non_neg_integer()}.
+                      vms := non_neg_integer(),
+                      targets := [#{target_counter() => integer()}]}.
 
 -define(KEY, {?MODULE, counters}).
+-define(TARGETS, {?MODULE, targets}).
 -define(REASONS, throng_bench_other_reasons).
 -define(MAX_REASONS, 20).
 
@@ -42,14 +53,22 @@ counter_names() ->
     [users_launched, users_connected, users_logged_in, users_finished, users_failed,
      conns_open, sessions, connects, logins,
      stanzas_in, stanzas_out, bytes_in, bytes_out,
-     msgs_sent, msgs_received, msgs_bounced, msgs_unsent,
+     msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross,
      requests, responses, bad_status,
      err_econnrefused, err_econnreset, err_closed, err_timeout,
      err_auth_failure, err_stream_error, err_other].
 
 -spec hist_names() -> [hist_name()].
 hist_names() ->
-    [connect, tls, register, auth, bind, roster, presence, login, delivery, response].
+    [connect, tls, register, auth, bind, roster, presence, login, delivery, delivery_same,
+     delivery_cross, response].
+
+%% @doc The counters kept per target: users launched towards it, their
+%% logins, sessions now, users failed (each error ends one user), chat
+%% messages sent to its users, and received by them.
+-spec target_names() -> [target_counter()].
+target_names() ->
+    [launched, logins, sessions, failed, msgs_sent_to, msgs_received].
 
 -spec error_types() -> [error_type()].
 error_types() ->
@@ -69,6 +88,7 @@ init() ->
             [throng_hist:reset(persistent_term:get({?MODULE, H})) || H <- hist_names()],
             ok
     end,
+    init_targets(0),
     case ets:whereis(?REASONS) of
         undefined ->
             %% Owned by a process that lives as long as the VM's code does.
@@ -82,6 +102,41 @@ init() ->
         _ -> ets:delete_all_objects(?REASONS)
     end,
     ok.
+
+%% @doc Per-target counters for K targets, all 0 (0: none, as for an http
+%% run). Called once per job, before its first user.
+-spec init_targets(non_neg_integer()) -> ok.
+init_targets(K) ->
+    M = length(target_names()),
+    New = case K of
+              0 -> none;
+              _ -> {K, counters:new(K * M, [write_concurrency]),
+                    maps:from_list(lists:zip(target_names(), lists:seq(1, M)))}
+          end,
+    case persistent_term:get(?TARGETS, undefined) of
+        New -> ok;
+        _ -> persistent_term:put(?TARGETS, New)
+    end.
+
+%% @doc Add one to a counter of target T (0-based).
+-spec target_inc(target_counter(), non_neg_integer()) -> ok.
+target_inc(Name, T) -> target_add(Name, T, 1).
+
+-spec target_sub(target_counter(), non_neg_integer()) -> ok.
+target_sub(Name, T) -> target_add(Name, T, -1).
+
+target_add(Name, T, N) ->
+    {_K, Ref, Index} = persistent_term:get(?TARGETS),
+    counters:add(Ref, T * map_size(Index) + maps:get(Name, Index), N).
+
+target_snapshot() ->
+    case persistent_term:get(?TARGETS, none) of
+        none -> [];
+        {K, Ref, Index} ->
+            M = map_size(Index),
+            [maps:map(fun(_, I) -> counters:get(Ref, T * M + I) end, Index)
+             || T <- lists:seq(0, K - 1)]
+    end.
 
 -spec inc(counter()) -> ok.
 inc(Name) -> throng_counters:add(persistent_term:get(?KEY), Name, 1).
@@ -148,7 +203,7 @@ snapshot() ->
                             || H <- hist_names()]),
     Reasons = try maps:from_list(ets:tab2list(?REASONS)) catch error:badarg -> #{} end,
     #{counters => Counters, hists => Hists, other_reasons => Reasons,
-      memory => vm_memory(), vms => 1}.
+      memory => vm_memory(), vms => 1, targets => target_snapshot()}.
 
 %% @doc The VM's memory (erlang:memory(total)) without the calling process:
 %% when the collector runs in the same VM as the users, its own heap (the
@@ -163,16 +218,25 @@ vm_memory() ->
 empty_snapshot() ->
     #{counters => maps:from_list([{N, 0} || N <- counter_names()]),
       hists => maps:from_list([{H, throng_hist:empty()} || H <- hist_names()]),
-      other_reasons => #{}, memory => 0, vms => 0}.
+      other_reasons => #{}, memory => 0, vms => 0, targets => []}.
 
 %% @doc Add up the snapshots of two VMs.
 -spec merge(snapshot(), snapshot()) -> snapshot().
-merge(#{counters := C1, hists := H1, other_reasons := R1, memory := M1, vms := V1},
-      #{counters := C2, hists := H2, other_reasons := R2, memory := M2, vms := V2}) ->
-    #{counters => maps:map(fun(K, V) -> V + maps:get(K, C2, 0) end, C1),
+merge(S1 = #{counters := C1, hists := H1, other_reasons := R1, memory := M1, vms := V1},
+      S2 = #{counters := C2, hists := H2, other_reasons := R2, memory := M2, vms := V2}) ->
+    #{counters => add_maps(C1, C2),
       hists => maps:map(fun(K, V) -> throng_hist:merge(V, maps:get(K, H2)) end, H1),
       other_reasons => maps:fold(fun(K, V, Acc) -> Acc#{K => V + maps:get(K, Acc, 0)} end, R1, R2),
-      memory => M1 + M2, vms => V1 + V2}.
+      memory => M1 + M2, vms => V1 + V2,
+      targets => merge_targets(maps:get(targets, S1, []), maps:get(targets, S2, []))}.
+
+%% Target by target; a VM that knows fewer targets (none: it has not
+%% started its job yet) adds nothing to the others.
+merge_targets([A | As], [B | Bs]) -> [add_maps(A, B) | merge_targets(As, Bs)];
+merge_targets([], Bs) -> Bs;
+merge_targets(As, []) -> As.
+
+add_maps(A, B) -> maps:map(fun(K, V) -> V + maps:get(K, B, 0) end, A).
 
 %% @doc Wall-clock microseconds (the same clock on every VM of one host).
 -spec now_us() -> integer().

@@ -6,7 +6,8 @@
 -export([parse/2, help/1, commands/0]).
 
 -type type() :: int | pos_int | pos_number | duration | size | string | flag | ip_list
-              | host_port | int_list | {enum, [atom()]} | {repeat, string}.
+              | host_port | targets | int_list | {enum, [atom()]}
+              | {repeat, string | pos_int | targets}.
 -type opt() :: {Name :: string(), Key :: atom(), type(), Default :: term(), Help :: string()}.
 
 %% @doc Subcommands and their one-line descriptions.
@@ -25,14 +26,18 @@ commands() ->
 
 -define(COMMON_OUT,
         [{"out", out, string, undefined, "write summary.json, timeseries.csv and report.html here"},
-         {"server-pid", server_pid, pos_int, undefined,
-          "OS pid of the server: sample its RSS and CPU from /proc each second"},
+         {"server-pid", server_pid, {repeat, pos_int}, [],
+          "OS pid of the server: sample its RSS and CPU from /proc each second "
+          "(repeat for each node of a cluster, in the order of --targets)"},
          {"no-progress", no_progress, flag, false, "no live progress line on stderr"}]).
 
 -define(XMPP_OPTS,
         [{"scenario", scenario, string, "paper", "built-in scenario (paper, smoke) or a YAML file"},
          {"host", host, string, undefined, "server address to connect to (scenario: server.host)"},
          {"port", port, pos_int, undefined, "server port (scenario: server.port)"},
+         {"targets", targets, {repeat, targets}, [],
+          "several servers (cluster nodes), e.g. 127.0.0.1:15301-15304 or "
+          "h1:5222,h2:5222 (server.targets): user N goes to target N mod K"},
          {"domain", domain, string, undefined, "XMPP domain of the users (server.domain)"},
          {"tls", tls, {enum, [none, starttls]}, undefined, "none or starttls (server.tls)"},
          {"auth", auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, undefined,
@@ -216,6 +221,12 @@ value(Name, ip_list, Raw) ->
         {ok, Ips} when Ips =/= [] -> Ips;
         _ -> bad(Name, "addresses such as 127.0.0.1-127.0.0.8 or 10.0.0.1,10.0.0.2", Raw)
     end;
+value(Name, targets, Raw) ->
+    case throng_bench_targets:parse(Raw) of
+        {ok, Ts} -> Ts;
+        error -> bad(Name, "HOST:PORT items separated by commas (a port range HOST:P1-P2 "
+                     "counts one target per port; each target once)", Raw)
+    end;
 value(Name, host_port, Raw) ->
     case throng_bench_units:parse_host_port(Raw, 7) of
         {ok, HP} -> HP;
@@ -262,6 +273,8 @@ metavar(duration) -> "D";
 metavar(size) -> "BYTES";
 metavar(ip_list) -> "IPS";
 metavar(host_port) -> "HOST:PORT";
+metavar(targets) -> "HOST:PORT,...";
+metavar({repeat, T}) -> metavar(T);
 metavar(int_list) -> "N,N";
 metavar({enum, _}) -> "NAME";
 metavar(_) -> "S".

@@ -18,7 +18,8 @@
 
 %% @doc Spec: job (module), config (map sent to workers), workers, deadline
 %% and grace (ms), kind (module with summary/3 and progress/3), header (map
-%% for the summary), out (dir or undefined), server_pid, progress (bool).
+%% for the summary), out (dir or undefined), server_pid (an OS pid, or a
+%% list of them: the nodes of a cluster), progress (bool).
 -spec run(map()) -> {complete | stopped | aborted, map()}.
 run(Spec) ->
     Old = process_flag(trap_exit, true),
@@ -26,12 +27,14 @@ run(Spec) ->
     after process_flag(trap_exit, Old)
     end.
 
-run1(Spec = #{job := Job, config := Config, workers := Workers}) ->
-    ServerPid = maps:get(server_pid, Spec, undefined),
+run1(Spec0 = #{job := Job, config := Config, workers := Workers}) ->
+    ServerPids = server_pids(maps:get(server_pid, Spec0, undefined)),
+    Spec = Spec0#{server_pid => ServerPids},
+    Servers0 = [throng_proc_sample:sample(P) || P <- ServerPids],
     LoadPids = [list_to_integer(os:getpid())
                 | [P || W = #{kind := Kd} <- Workers, Kd =/= local,
                         P <- [throng_bench_worker:os_pid(W)], P =/= undefined]],
-    Base = #{server0 => throng_proc_sample:sample(ServerPid),
+    Base = #{server0 => sum_rss(Servers0), servers0 => Servers0,
              loadgen_pids => LoadPids,
              loadgen_mem0 => lists:sum([try throng_bench_worker:call(W, throng_bench_metrics,
                                                                      vm_memory, [])
@@ -45,9 +48,9 @@ run1(Spec = #{job := Job, config := Config, workers := Workers}) ->
                    ok -> ok
                catch C:R -> {error, W, {C, R}}
                end || {K, W} <- lists:enumerate(0, Workers)],
-    S0 = Spec#{t0 => T0, csv => Csv, rows => [], phase => running,
+    S0 = Spec#{t0 => T0, csv => Csv, nodes_csv => none, rows => [], phase => running,
                prev => throng_bench_metrics:empty_snapshot(), prev_t => T0,
-               snaps => #{}, server_prev => maps:get(server0, Base), base => Base,
+               snaps => #{}, server_prev => Servers0, base => Base,
                lost => [], started_at => erlang:system_time(second)},
     case [E || E = {error, _, _} <- Started] of
         [] ->
@@ -139,8 +142,19 @@ call_all(#{workers := Workers, job := Job, lost := Lost}, F) ->
 %% worker VM that answers late (it was busy) must not make the next row's
 %% few milliseconds look like a second's worth of work, nor the server's CPU
 %% be measured over another interval than the row's.
-probe(S) ->
-    {erlang:monotonic_time(millisecond), throng_proc_sample:sample(maps:get(server_pid, S, undefined))}.
+probe(#{server_pid := Pids}) ->
+    {erlang:monotonic_time(millisecond), [throng_proc_sample:sample(P) || P <- Pids]}.
+
+server_pids(undefined) -> [];
+server_pids(L) when is_list(L) -> L;
+server_pids(P) when is_integer(P) -> [P].
+
+%% The servers' RSS added up, as one sample (undefined when none answered).
+sum_rss(Samples) ->
+    case [R || #{rss := R} <- Samples] of
+        [] -> undefined;
+        Rs -> #{rss => lists:sum(Rs)}
+    end.
 
 record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T0, rows := Rows,
                                           server_prev := SP, base := Base}) ->
@@ -149,19 +163,54 @@ record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T
                LoadRss),
     Row = Row0#{tick => Tick, phase => maps:get(phase, S, running)},
     throng_bench_out:append_timeseries(maps:get(csv, S), Row),
+    Nodes = throng_bench_out:append_nodes(maps:get(out, S, undefined), maps:get(nodes_csv, S), Row),
     maps:get(progress, S, true) andalso
         (catch progress(Row, Merged, S)),
-    S#{rows => [Row | Rows], prev => Merged, prev_t => Now,
-       server_prev => case Server of undefined -> SP; _ -> Server end,
+    S#{rows => [Row | Rows], prev => Merged, prev_t => Now, nodes_csv => Nodes,
+       server_prev => [case New of undefined -> Old; _ -> New end
+                       || {Old, New} <- lists:zip(SP, Server)],
        last => Merged}.
 
 %% @doc One time-series row from two consecutive merged snapshots, Dt
-%% seconds apart, with server /proc samples and the load generator's RSS.
+%% seconds apart, with the servers' /proc samples (before and now, one per
+%% server pid) and the load generator's RSS. The server columns add up
+%% every server (the nodes of a cluster); with several servers `server_nodes'
+%% holds each one's, and with several targets `targets' each one's
+%% sessions and logins per second.
 -spec row(number(), throng_bench_metrics:snapshot(), throng_bench_metrics:snapshot(), number(),
-          {throng_proc_sample:sample() | undefined, throng_proc_sample:sample() | undefined},
+          {[throng_proc_sample:sample() | undefined], [throng_proc_sample:sample() | undefined]},
           non_neg_integer()) -> map().
-row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Mem}, Dt,
-    {SP, SNow}, LoadRss) ->
+row(T, Prev = #{counters := P, hists := PH}, Cur = #{counters := C, hists := CH, memory := Mem},
+    Dt, {SPs, SNows}, LoadRss) ->
+    Nodes = [#{rss => case SNow of #{rss := R} -> R; _ -> undefined end,
+               cpu => throng_proc_sample:cpu_percent(SP, SNow)}
+             || {SP, SNow} <- lists:zip(SPs, SNows)],
+    Sum = fun(K) -> case [V || #{K := V} <- Nodes, is_number(V)] of
+                        [] -> undefined;
+                        Vs -> lists:sum(Vs)
+                    end
+          end,
+    PerNode = case Nodes of
+                  [_, _ | _] -> #{server_nodes => Nodes};
+                  _ -> #{}
+              end,
+    PerTarget = case {maps:get(targets, Cur, []), maps:get(targets, Prev, [])} of
+                    {[_, _ | _] = CT, PT} ->
+                        #{targets => [#{sessions => maps:get(sessions, X),
+                                        logins_s => (maps:get(logins, X)
+                                                     - maps:get(logins, Y, 0)) / Dt}
+                                      || {X, Y} <- lists:zip(CT, pad(PT, length(CT)))]};
+                    _ -> #{}
+                end,
+    maps:merge(maps:merge(PerNode, PerTarget),
+               row1(T, P, PH, C, CH, Mem, Dt, LoadRss, Sum(rss), Sum(cpu))).
+
+%% A shorter list of per-target counters (a VM that has not started its
+%% job yet) is read as zeros.
+pad(L, N) when length(L) >= N -> L;
+pad(L, N) -> L ++ lists:duplicate(N - length(L), #{}).
+
+row1(T, P, PH, C, CH, Mem, Dt, LoadRss, ServerRss, ServerCpu) ->
     Rate = fun(K) -> (maps:get(K, C) - maps:get(K, P)) / Dt end,
     Rates = maps:from_list([{list_to_atom(atom_to_list(K) ++ "_s"), Rate(K)}
                             || K <- rate_keys()]),
@@ -195,8 +244,8 @@ row(T, #{counters := P, hists := PH}, #{counters := C, hists := CH, memory := Me
            response_p99_ms => Pct(response, 99),
            loadgen_mem_bytes => Mem,
            loadgen_rss_bytes => LoadRss,
-           server_rss_bytes => case SNow of #{rss := R} -> R; _ -> undefined end,
-           server_cpu_pct => throng_proc_sample:cpu_percent(SP, SNow)}.
+           server_rss_bytes => ServerRss,
+           server_cpu_pct => ServerCpu}.
 
 %% @doc Counters whose per-second rate goes into every row (as KEY_s).
 -spec rate_keys() -> [throng_bench_metrics:counter()].
@@ -232,6 +281,10 @@ finish(Status, Error, S = #{workers := Workers}) ->
     maps:get(progress, S, true) andalso io:put_chars(standard_error, "\n"),
     Summary = write(Status, Error, S2),
     throng_bench_out:close_timeseries(maps:get(csv, S2)),
+    case maps:get(nodes_csv, S2) of
+        none -> ok;
+        NodesCsv -> throng_bench_out:close_timeseries(NodesCsv)
+    end,
     throng_bench_summary:print(Summary),
     throng_bench_worker:stop(Workers),
     {Status, Summary}.
@@ -243,6 +296,7 @@ write(Status, Error, S = #{kind := Kind, header := H, rows := Rows, started_at :
                            H#{status => Status, error => Error, started_at => At,
                               duration_s => (erlang:monotonic_time(millisecond) - T0) / 1000,
                               server0 => maps:get(server0, Base),
+                              servers0 => maps:get(servers0, Base),
                               loadgen_mem0 => maps:get(jobs_memory0, S,
                                                        maps:get(loadgen_mem0, Base)),
                               loadgen_rss0 => maps:get(loadgen_rss0, Base),

@@ -17,7 +17,7 @@ rows() ->
     Empty = throng_bench_metrics:empty_snapshot(),
     Snaps = [Empty | [snapshot(10 * T, 5 * T) || T <- lists:seq(1, 5)]],
     Pairs = lists:zip(lists:droplast(Snaps), tl(Snaps)),
-    [(throng_bench_run:row(T, P, C, 1.0, {undefined, undefined}, 5000000))#{tick => T}
+    [(throng_bench_run:row(T, P, C, 1.0, {[], []}, 5000000))#{tick => T}
      || {T, {P, C}} <- lists:enumerate(Pairs)].
 
 row_rates_test() ->

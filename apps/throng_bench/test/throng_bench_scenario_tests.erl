@@ -131,3 +131,19 @@ session_index_test() ->
     ?assertEqual(2, throng_bench_scenario:session_index(Ss, 0.5)),
     ?assertEqual(3, throng_bench_scenario:session_index(Ss, 0.95)),
     ?assertEqual(3, throng_bench_scenario:session_index(Ss, 0.9999999)).
+
+%% server.targets: a list of "host:port" (port ranges allowed); without it
+%% the one server.host:server.port.
+targets_key_test() ->
+    {ok, S} = parse(<<"server: {targets: [\"127.0.0.1:15301-15302\", \"127.0.0.2:5222\"]}\n",
+                      ?MIN/binary>>),
+    ?assertEqual([{<<"127.0.0.1">>, 15301}, {<<"127.0.0.1">>, 15302}, {<<"127.0.0.2">>, 5222}],
+                 throng_bench_scenario:targets(S)),
+    {ok, One} = parse(<<"server: {host: h, port: 7}\n", ?MIN/binary>>),
+    ?assertEqual([{<<"h">>, 7}], throng_bench_scenario:targets(One)),
+    %% a port on the command line replaces the scenario's targets
+    {ok, S1} = throng_bench_scenario:apply_overrides(S, #{port => 9}),
+    ?assertEqual([{<<"127.0.0.1">>, 9}], throng_bench_scenario:targets(S1)),
+    Msg = error_of(<<"server: {targets: [\"h:1\", \"h:1\"]}\n", ?MIN/binary>>),
+    ?assert(contains(Msg, <<"key server.targets: expected a list of \"HOST:PORT\"">>)),
+    ?assert(contains(error_of(<<"server: {targets: 5}\n", ?MIN/binary>>), <<"server.targets">>)).

@@ -24,7 +24,7 @@
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
 -export([consistency/1, starttls_scram/1, wrong_password/1, two_worker_vms/1,
-         inband_registration/1,
+         inband_registration/1, two_targets/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
          malformed_scenario/1]).
 
@@ -38,7 +38,7 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario]},
-     {throng, [], Real},
+     {throng, [], Real ++ [two_targets]},
      {other_server, [], Real}].
 
 init_per_suite(Config) ->
@@ -73,17 +73,20 @@ end_per_group(other_server, Config) ->
     ok;
 end_per_group(_, _Config) -> ok.
 
-%% Throng in this node, on a free port, with the suite's users. Every
-%% simulated user comes from 127.0.0.1: the delay Throng puts on repeated
-%% authentication failures from one address is off, or wrong_password's
-%% later users would wait seconds for their answer.
+%% Throng in this node, on two free ports (the second stands for a second
+%% node in two_targets), with the suite's users. Every simulated user
+%% comes from 127.0.0.1: the delay Throng puts on repeated authentication
+%% failures from one address is off, or wrong_password's later users would
+%% wait seconds for their answer.
 start_throng(Config) ->
+    Listener = #{port => 0, ip => <<"127.0.0.1">>, starttls => optional},
     throng_ct:start(Config, #{modules => #{register => #{allow_create => true, ip_interval => 0}},
-                              auth => #{max_failure_delay => 0}}),
+                              auth => #{max_failure_delay => 0},
+                              listen => [Listener, Listener]}),
     {ok, ?USERS} = throng_auth:bulk_register(<<"localhost">>, <<"user">>, ?USERS,
                                              <<"password">>, 18),
-    [#{port := Port} | _] = throng_info:listeners(),
-    [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"}, {server, throng},
+    [#{port := Port}, #{port := Port2}] = throng_info:listeners(),
+    [{host, "127.0.0.1"}, {port, Port}, {port2, Port2}, {domain, "localhost"}, {server, throng},
      {server_pid, list_to_integer(os:getpid())} | Config].
 
 start_prosody(Config) ->
@@ -228,6 +231,54 @@ inband_registration(Config) ->
                            latency_ms := #{register := #{count := 10}}}, S),
             server_agrees(Config, Before, [{registrations, [], 10}], [])
     end.
+
+%% @doc Two targets, as a two-node cluster would be driven: users go to
+%% target N mod 2, and the per-target figures, the same-node / cross-node
+%% split of messages and latencies, and the per-node server figures add up
+%% to the run's. (Both targets are this node's Throng, so cross-target
+%% messages are delivered: every split is exercised.)
+two_targets(Config) ->
+    Before = server_counters(Config),
+    Pid = ?config(server_pid, Config),
+    Targets = [{<<"127.0.0.1">>, ?config(port, Config)}, {<<"127.0.0.1">>, ?config(port2, Config)}],
+    {complete, S} = run(Config, "two_targets", #{targets => [Targets], server_pid => [Pid, Pid],
+                                                 seed => 7}),
+    ct:log("~p", [S]),
+    #{users := #{logged_in := 60, failed := 0}, errors := #{total := 0},
+      messages := #{sent := Sent, received := Received, lost := Lost,
+                    same_node := #{sent := SameSent, received := SameRecv, lost := SameLost},
+                    cross_node := #{sent := CrossSent, received := CrossRecv, lost := CrossLost}},
+      latency_ms := Lat, sessions := #{max := MaxSessions},
+      cluster := #{nodes := [N1, N2], total := T}} = S,
+    ?assertEqual(Sent, Received + Lost),
+    ?assertEqual(Sent, SameSent + CrossSent),
+    ?assertEqual(Received, SameRecv + CrossRecv),
+    ?assertEqual(Lost, SameLost + CrossLost),
+    ?assert(SameSent > 0),
+    ?assert(CrossSent > 0),
+    ?assertEqual(SameRecv, maps:get(count, maps:get(delivery_same, Lat))),
+    ?assertEqual(CrossRecv, maps:get(count, maps:get(delivery_cross, Lat))),
+    %% users 1..60: the odd ones on the second target, the even ones on the first
+    ?assertMatch(#{node := 1, target := <<"127.0.0.1:", _/binary>>, launched := 30, logins := 30,
+                   failed := 0, server_pid := Pid}, N1),
+    ?assertMatch(#{node := 2, launched := 30, logins := 30, failed := 0, server_pid := Pid}, N2),
+    ?assertEqual(Sent, maps:get(messages_sent_to, N1) + maps:get(messages_sent_to, N2)),
+    ?assertEqual(Received, maps:get(messages_received, N1) + maps:get(messages_received, N2)),
+    ?assertEqual(maps:get(sessions_at_peak, T),
+                 maps:get(sessions_at_peak, N1) + maps:get(sessions_at_peak, N2)),
+    ?assertEqual(MaxSessions, maps:get(sessions_max, T)),
+    ?assertMatch(#{nodes := 2, logins := 60, errors := 0, messages_lost := Lost}, T),
+    %% the same server sampled twice: the cluster's growth is both nodes'
+    ?assertEqual(maps:get(rss_growth_bytes, T),
+                 maps:get(rss_growth_bytes, N1) + maps:get(rss_growth_bytes, N2)),
+    Dir = filename:join(?config(priv_dir, Config), "two_targets"),
+    [Head | Lines] = binary:split(read(Dir, "nodes.csv"), <<"\n">>, [global, trim]),
+    ?assertEqual(<<"t,node,sessions,logins_s,server_rss_bytes,server_cpu_pct">>, Head),
+    ?assertEqual(0, length(Lines) rem 2),
+    ?assertNotEqual(nomatch, binary:match(read(Dir, "cluster.txt"), <<"cluster">>)),
+    ?assertNotEqual(nomatch, binary:match(read(Dir, "report.html"), <<"Per node and cluster-wide">>)),
+    server_agrees(Config, Before, [{logins, [], 60}], [{messages_routed, [], Received}]),
+    server_sessions_end(Config).
 
 %% @doc Nothing listening: aborted at once, with the partial files.
 unreachable_server(Config) ->

@@ -3,7 +3,7 @@
 -module(throng_bench_out).
 
 -export([open_timeseries/1, append_timeseries/2, close_timeseries/1, csv_columns/0,
-         csv_line/1, write_run/4, write_echo/2, json/1, encode_json/1]).
+         csv_line/1, append_nodes/3, write_run/4, write_echo/2, json/1, encode_json/1]).
 %% API used by tests: the CSV row and the JSON form of a summary.
 -ignore_xref([{csv_columns, 0}, {csv_line, 1}, {json, 1}]).
 
@@ -25,16 +25,36 @@ csv_columns() ->
 
 %% @doc Create DIR/timeseries.csv with its header (no-op without a DIR).
 -spec open_timeseries(file:filename() | undefined) -> csv().
-open_timeseries(undefined) -> undefined;
-open_timeseries(Dir) ->
+open_timeseries(Dir) -> open_csv(Dir, "timeseries.csv", csv_columns()).
+
+open_csv(undefined, _Name, _Columns) -> undefined;
+open_csv(Dir, Name, Columns) ->
     ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    File = filename:join(Dir, "timeseries.csv"),
+    File = filename:join(Dir, Name),
     case file:open(File, [write, raw, binary]) of
         {ok, Fd} ->
-            ok = file:write(Fd, [lists:join(",", [atom_to_list(C) || C <- csv_columns()]), "\n"]),
+            ok = file:write(Fd, [lists:join(",", [atom_to_list(C) || C <- Columns]), "\n"]),
             {Fd, File};
         {error, R} ->
             throw({fatal, io_lib:format("cannot write ~ts: ~ts", [File, file:format_error(R)])})
+    end.
+
+%% @doc Append a row's per-node lines to DIR/nodes.csv, created with its
+%% header on the first row that has any (a run against one server has
+%% none). Returns the file to pass next time.
+-spec append_nodes(file:filename() | undefined, csv() | none, map()) -> csv() | none.
+append_nodes(undefined, Csv, _Row) -> Csv;
+append_nodes(Dir, Csv, Row) ->
+    case throng_bench_cluster:nodes_csv_lines(Row) of
+        [] -> Csv;
+        Lines ->
+            Csv1 = case Csv of
+                       none -> open_csv(Dir, "nodes.csv", throng_bench_cluster:nodes_csv_columns());
+                       _ -> Csv
+                   end,
+            {Fd, _} = Csv1,
+            _ = file:write(Fd, Lines),
+            Csv1
     end.
 
 -spec append_timeseries(csv(), map()) -> ok.
@@ -69,6 +89,10 @@ cell(F) when is_float(F) -> float_to_list(F, [{decimals, 3}, compact]).
 write_run(Dir, Summary, Rows, Last) ->
     ok = filelib:ensure_dir(filename:join(Dir, "x")),
     write_file(filename:join(Dir, "summary.json"), encode_json(Summary)),
+    case Summary of
+        #{cluster := C} -> write_file(filename:join(Dir, "cluster.txt"), throng_bench_cluster:table(C));
+        _ -> ok
+    end,
     write_file(filename:join(Dir, "report.html"), throng_bench_report:run_html(Summary, Rows, Last)).
 
 %% @doc Write summary.json, results.csv and report.html of echo/flow.

@@ -65,12 +65,60 @@ run_html(Summary, Rows, #{hists := Hists}) ->
                              y_label => "% of one core",
                              series => [{"server CPU", Col(server_cpu_pct)}]})]
            end
+        ++ node_charts(Rows)
         ++ [chart(#{title => "Load generator memory", x_label => "time (s)", y_label => "MiB",
                     series => NonZero([{"BEAM total (all worker VMs)", Mb(loadgen_mem_bytes)},
                                        {"RSS (all load generator processes)",
                                         Mb(loadgen_rss_bytes)}])})],
     page(["throng-bench ", Cmd, " report"], Summary,
-         [latency_table(maps:get(latency_ms, Summary, #{})), Charts]).
+         [cluster_table(maps:get(cluster, Summary, undefined)),
+          latency_table(maps:get(latency_ms, Summary, #{})), Charts]).
+
+%% Per node: the sessions on each target, each server's RSS and CPU.
+node_charts(Rows) ->
+    PerNode = fun(Col, K, F) ->
+                      N = lists:max([0 | [length(maps:get(Col, R, [])) || R <- Rows]]),
+                      [{["node ", integer_to_list(I)],
+                        [{maps:get(t, R), F(V)} || R <- Rows,
+                                                   #{K := V} <- [nth(I, maps:get(Col, R, []))],
+                                                   is_number(V)]}
+                       || N > 1, I <- lists:seq(1, N)]
+              end,
+    Id = fun(V) -> V end,
+    [chart(#{title => Title, x_label => "time (s)", y_label => Y, series => Series})
+     || {Title, Y, Series} <- [{"Sessions per node (target)", "sessions",
+                                PerNode(targets, sessions, Id)},
+                               {"Server RSS per node", "MiB",
+                                PerNode(server_nodes, rss, fun(V) -> V / 1048576 end)},
+                               {"Server CPU per node", "% of one core",
+                                PerNode(server_nodes, cpu, Id)}],
+        Series =/= []].
+
+nth(I, L) when I =< length(L) -> lists:nth(I, L);
+nth(_, _) -> undefined.
+
+cluster_table(undefined) -> [];
+cluster_table(#{nodes := Nodes, total := T}) ->
+    Cols = [{sessions_at_peak, "sessions"}, {logins, "logins"}, {failed, "failed"},
+            {messages_lost, "lost msgs"}, {rss_growth_bytes, "RSS growth"},
+            {bytes_per_session_at_peak, "B/session"}, {cpu_ms_per_login, "CPU ms/login"},
+            {cpu_mean_pct, "CPU mean %"}],
+    Cells = fun(R) -> [case {K, maps:get(K, R, undefined)} of
+                           {rss_growth_bytes, V} when is_integer(V), V >= 0 ->
+                               throng_bench_units:format_bytes(V);
+                           {_, null} -> <<"-">>;
+                           {_, V} -> throng_bench_units:format_num(V)
+                       end || {K, _} <- Cols] end,
+    ["<h2>Per node and cluster-wide</h2>\n",
+     "<p>Sessions at the peak (the last second with the most sessions); memory per session = "
+     "RSS growth / those sessions; CPU per login over the login window. summary.json's "
+     "cluster section has every figure.</p>\n",
+     table(["node", "target", "server pid" | [H || {_, H} <- Cols]],
+           [[integer_to_binary(I), escape(throng_bench_units:to_bin(maps:get(target, R, <<"-">>))),
+             throng_bench_units:format_num(maps:get(server_pid, R, undefined)) | Cells(R)]
+            || R = #{node := I} <- Nodes]
+           ++ [[{k, <<"cluster">>}, integer_to_binary(maps:get(nodes, T)), <<"-">>
+                | Cells(T)]])].
 
 %% @doc The report of echo or flow: a table and two log-log plots.
 -spec echo_html(map()) -> iodata().
@@ -160,6 +208,17 @@ key_figures(Summary) ->
               {"login p50 / p99 (ms)", [<<"latency_ms.login.p50">>, <<"latency_ms.login.p99">>]},
               {"delivery p50 / p99 (ms)", [<<"latency_ms.delivery.p50">>,
                                            <<"latency_ms.delivery.p99">>]},
+              {"same-node delivery mean / p50 / p99 (ms)",
+               [<<"latency_ms.delivery_same.mean">>, <<"latency_ms.delivery_same.p50">>,
+                <<"latency_ms.delivery_same.p99">>]},
+              {"cross-node delivery mean / p50 / p99 (ms)",
+               [<<"latency_ms.delivery_cross.mean">>, <<"latency_ms.delivery_cross.p50">>,
+                <<"latency_ms.delivery_cross.p99">>]},
+              {"cluster: nodes / sessions at peak", [<<"cluster.total.nodes">>,
+                                                     <<"cluster.total.sessions_at_peak">>]},
+              {"cluster: server memory per session (B)",
+               <<"cluster.total.bytes_per_session_at_peak">>},
+              {"cluster: server CPU per login (ms)", <<"cluster.total.cpu_ms_per_login">>},
               {"response p50 / p99 (ms)", [<<"latency_ms.response.p50">>,
                                            <<"latency_ms.response.p99">>]},
               {"server CPU mean / max (% of a core)", [<<"server.cpu_mean_pct">>,
@@ -193,6 +252,9 @@ flatten(M) -> lists:append(flatten(<<>>, M)).
 
 flatten(Prefix, M) when is_map(M), map_size(M) > 0 ->
     [lists:append(flatten(join(Prefix, K), V)) || {K, V} <- lists:sort(maps:to_list(M))];
+flatten(Prefix, [M | _] = L) when is_map(M) ->
+    %% a list of records (the nodes of a cluster): prefix.1.key, prefix.2.key, ...
+    [lists:append(flatten(join(Prefix, I), V)) || {I, V} <- lists:enumerate(L)];
 flatten(Prefix, V) -> [[{Prefix, value_text(V)}]].
 
 join(<<>>, K) -> throng_bench_units:to_bin(K);

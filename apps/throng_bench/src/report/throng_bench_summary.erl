@@ -1,14 +1,19 @@
 %% @doc Sections shared by the summaries of xmpp and http runs.
 -module(throng_bench_summary).
 
--export([print/1, errors/1, latency/2, server/4, loadgen/4, rate_stats/2, max_of/2,
+-export([print/1, errors/1, latency/2, server/4, loadgen/4, rate_stats/2, max_of/2, peak_row/2,
          error_total/1, error_count/1]).
 
-%% @doc Print a summary as `key: value' lines on stdout.
+%% @doc Print a summary as `key: value' lines on stdout, then the per-node
+%% table of a cluster run.
 -spec print(map()) -> ok.
 print(Summary) ->
     lists:foreach(fun({K, V}) -> io:format("~-48ts ~ts~n", [K, V]) end,
-                  throng_bench_report:flatten(maps:without([settings, options, rows], Summary))).
+                  throng_bench_report:flatten(maps:without([settings, options, rows], Summary))),
+    case Summary of
+        #{cluster := C} -> io:put_chars(["\n", throng_bench_cluster:table(C)]);
+        _ -> ok
+    end.
 
 %% @doc Error counts: total, by type, and the first distinct `other' reasons.
 -spec errors(throng_bench_metrics:snapshot()) -> map().
@@ -79,9 +84,11 @@ until(R, [{R, V} | _]) -> [V];
 until(R, [{_, V} | Rest]) -> [V | until(R, Rest)];
 until(_, []) -> [].
 
-%% The row where column K is at its maximum, the last such row before the
-%% run was told to stop (users then leave and wake up): when K is the number
-%% of sessions, the end of the plateau, where the sessions have settled.
+%% @doc The row where column K is at its maximum, the last such row before
+%% the run was told to stop (users then leave and wake up): when K is the
+%% number of sessions, the end of the plateau, where the sessions have
+%% settled.
+-spec peak_row(atom(), [map(), ...]) -> map().
 peak_row(K, Rows) ->
     Running = case [R || R <- Rows, maps:get(phase, R, running) =:= running] of
                   [] -> Rows;

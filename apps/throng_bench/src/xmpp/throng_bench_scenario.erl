@@ -7,7 +7,7 @@
 %% is a plain map that can be sent to worker VMs.
 -module(throng_bench_scenario).
 
--export([load/1, parse/2, apply_overrides/2, session_index/2, describe/1]).
+-export([load/1, parse/2, apply_overrides/2, session_index/2, describe/1, targets/1]).
 %% API used by tests: a scenario from YAML text.
 -ignore_xref([{parse, 2}]).
 
@@ -21,6 +21,7 @@
 -define(SERVER_FIELDS,
         [{host, string, <<"127.0.0.1">>},
          {port, {int, 1, 65535}, 5222},
+         {targets, targets, none},
          {domain, string, <<"localhost">>},
          {tls, {enum, [none, starttls]}, none},
          {auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, plain},
@@ -133,7 +134,8 @@ path_str(Path) ->
                 end, [], Path).
 
 %% @doc Apply command-line overrides (already typed) and re-validate.
-%% Keys: host, port, domain, tls, auth, users, rate, length, duration,
+%% Keys: host, port (both drop the scenario's targets), targets, domain, tls,
+%% auth, users, rate, length, duration,
 %% keepalive, password, register, first.
 -spec apply_overrides(scenario(), #{atom() => term()}) -> {ok, scenario()} | {error, binary()}.
 apply_overrides(S0, Ov) ->
@@ -144,8 +146,12 @@ apply_overrides(S0, Ov) ->
             {error, format_error({Path, Msg})}
     end.
 
-override(K, V, S = #{server := Srv}) when K =:= host; K =:= port; K =:= domain; K =:= tls;
-                                          K =:= auth ->
+override(K, V, S = #{server := Srv}) when K =:= host; K =:= port ->
+    %% one server given on the command line: the scenario's targets go
+    S#{server => Srv#{K => V, targets => none}};
+override(targets, V, S = #{server := Srv}) ->
+    S#{server => Srv#{targets => V}};
+override(K, V, S = #{server := Srv}) when K =:= domain; K =:= tls; K =:= auth ->
     S#{server => Srv#{K => V}};
 override(K, V, S = #{users := U}) when K =:= password; K =:= register; K =:= first; K =:= csv;
                                        K =:= contact_count ->
@@ -196,6 +202,12 @@ validate(S0 = #{arrival := Phases, sessions := Sessions0, users := U0, length :=
 
 inherit_val(inherit, Default) -> Default;
 inherit_val(V, _) -> V.
+
+%% @doc The servers of a scenario, in order: `server.targets', or the one
+%% `server.host':`server.port'.
+-spec targets(scenario()) -> [throng_bench_targets:target(), ...].
+targets(#{server := #{targets := [_ | _] = Ts}}) -> Ts;
+targets(#{server := #{host := H, port := P}}) -> [{H, P}].
 
 %% @doc Which session a new user runs, as its position (1-based) among the
 %% sessions: U is uniform in [0, 1).
@@ -321,6 +333,12 @@ value(size, V, P) ->
     case throng_bench_units:parse_size(V) of
         {ok, N} -> N;
         error -> bad(P, <<"a size in bytes such as 64, 4k or 1M">>, V)
+    end;
+value(targets, V, P) ->
+    case throng_bench_targets:parse(V) of
+        {ok, Ts} -> Ts;
+        error -> bad(P, <<"a list of \"HOST:PORT\" (a port range HOST:P1-P2 counts one target "
+                          "per port; each target once)">>, V)
     end;
 value(dist, V, P) -> dist(V, P);
 value({section, Fields}, V, P) -> field_map(V, Fields, P);

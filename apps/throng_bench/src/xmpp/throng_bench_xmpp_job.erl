@@ -19,6 +19,7 @@ start(Scenario, {K, W}) ->
     halt(),
     Cfg = compile(Scenario),
     persistent_term:put(throng_bench_xmpp_user:config_key(), Cfg),
+    ok = throng_bench_metrics:init_targets(tuple_size(maps:get(targets, Cfg))),
     case maps:get(tls, Cfg) of
         starttls ->
             case application:ensure_all_started(fast_tls) of
@@ -55,20 +56,13 @@ start(Scenario, {K, W}) ->
     receive {?JOB, started} -> ok after 10000 -> exit(Pid, kill), error(job_start_timeout) end.
 
 %% @doc The configuration every user of this VM reads (persistent_term):
-%% resolved address, compiled population, session profiles as a tuple.
+%% resolved addresses of the targets (a tuple: user N goes to element
+%% N mod K + 1), compiled population, session profiles as a tuple.
 -spec compile(map()) -> map().
 compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := Timeouts}) ->
-    #{host := Host, port := Port, domain := Domain, tls := Tls, auth := Auth,
-      resource := Resource} = Srv,
-    Ip = case inet:getaddr(binary_to_list(Host), inet) of
-             {ok, A} -> A;
-             {error, _} ->
-                 case inet:getaddr(binary_to_list(Host), inet6) of
-                     {ok, A6} -> A6;
-                     {error, R} -> error({cannot_resolve, Host, R})
-                 end
-         end,
-    #{ip => Ip, port => Port, domain => Domain, tls => Tls, auth => Auth,
+    #{domain := Domain, tls := Tls, auth := Auth, resource := Resource} = Srv,
+    Targets = [{resolve(Host), Port} || {Host, Port} <- throng_bench_scenario:targets(S)],
+    #{targets => list_to_tuple(Targets), domain => Domain, tls => Tls, auth => Auth,
       resource => Resource, register => maps:get(register, Users),
       users => case Users of
                    #{compiled := C} -> C;
@@ -79,6 +73,16 @@ compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := T
                                  || P <- Sessions]),
       timeouts => Timeouts, drain => maps:get(drain, S),
       socket_buffer => maps:get(socket_buffer, S)}.
+
+resolve(Host) ->
+    case inet:getaddr(binary_to_list(Host), inet) of
+        {ok, A} -> A;
+        {error, _} ->
+            case inet:getaddr(binary_to_list(Host), inet6) of
+                {ok, A6} -> A6;
+                {error, R} -> error({cannot_resolve, Host, R})
+            end
+    end.
 
 job_loop(Launcher, Done, Sample) ->
     receive
@@ -140,8 +144,11 @@ launch(It, T0, J, {K, W}, R0, Cfg) ->
                     {X, R1} = rand:uniform_real_s(R0),
                     Ix = throng_bench_scenario:session_index(tuple_to_list(Profiles), X),
                     {Len, R2} = throng_bench_rand:sample(maps:get(length, element(Ix, Profiles)), R1),
+                    N = First + G rem Count,
                     throng_bench_metrics:inc(users_launched),
-                    Pid = throng_bench_xmpp_user:start(First + G rem Count, Ix, Len, G),
+                    throng_bench_metrics:target_inc(
+                      launched, throng_bench_targets:of_user(N, tuple_size(maps:get(targets, Cfg)))),
+                    Pid = throng_bench_xmpp_user:start(N, Ix, Len, G),
                     J < ?SAMPLE andalso (whereis(?JOB) ! {sample, Pid}),
                     launch(It1, T0, J + 1, {K, W}, R2, Cfg)
             end

@@ -21,7 +21,10 @@
 %% presence = initial presence to its echo). Chat messages carry their send
 %% time (erlang:system_time(microsecond)) in
 %% <x xmlns='urn:throng:bench' t='...'/>; the receiving user records the
-%% delivery latency. All VMs of one host share the clock.
+%% delivery latency. All VMs of one host share the clock. With several
+%% targets (throng_bench_targets) the element also names the sender's
+%% target (s='T'), and the latency goes to the same-node or the cross-node
+%% histogram as well.
 -module(throng_bench_xmpp_user).
 
 -include_lib("throng/include/throng.hrl").
@@ -72,7 +75,8 @@ is_user(Pid) ->
 -spec init(non_neg_integer(), pos_integer(), non_neg_integer(), term()) -> ok.
 init(N, Prof, LengthMs, Seed) ->
     Cfg = cfg(),
-    #{ip := Ip, port := Port, srcs := Srcs, timeouts := #{connect := CT}} = Cfg,
+    #{targets := Targets, srcs := Srcs, timeouts := #{connect := CT}} = Cfg,
+    {Ip, Port} = element(target(N) + 1, Targets),
     Now = now_us(),
     U0 = #u{n = N, prof = Prof, rnd = throng_bench_rand:tiny_seed(Seed), t_step = Now,
             t_login = Now, end_at = now_ms() + LengthMs},
@@ -327,8 +331,12 @@ stanza(<<"message">>, El, U) ->
                 X ->
                     case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
                         T when is_integer(T) ->
+                            Latency = throng_bench_metrics:now_us() - T,
+                            Own = target(U#u.n),
                             throng_bench_metrics:inc(msgs_received),
-                            throng_bench_metrics:observe(delivery, throng_bench_metrics:now_us() - T);
+                            throng_bench_metrics:target_inc(msgs_received, Own),
+                            throng_bench_metrics:observe(delivery, Latency),
+                            split_delivery(throng_xml:attr(<<"s">>, X), Own, Latency);
                         _ -> ok
                     end
             end
@@ -387,6 +395,8 @@ logged_in(U = #u{t_login = T0, prof = P}) ->
     throng_bench_metrics:inc(logins),
     throng_bench_metrics:inc(users_logged_in),
     throng_bench_metrics:inc(sessions),
+    throng_bench_metrics:target_inc(logins, target(U#u.n)),
+    throng_bench_metrics:target_inc(sessions, target(U#u.n)),
     Prof = profile(P),
     %% no step deadline while online: one timer per idle user, not two
     U1 = (cancel_step(U))#u{step = online, logged_in = true},
@@ -528,12 +538,20 @@ chat(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
     #{think := Think, size := Size} = maps:get(chat, profile(P)),
     {X, R1} = throng_bench_rand:tiny_uniform(R0),
     To = lists:nth(floor(X * length(Online)) + 1, Online),
-    #{users := Users, domain := Domain} = cfg(),
+    #{users := Users, domain := Domain, targets := Targets} = cfg(),
     Stamp = integer_to_binary(throng_bench_metrics:now_us()),
+    {From, Dest} = {target(U#u.n), target(To)},
     ok_send(U, [<<"<message type='chat' to='">>, throng_bench_xmpp_users:name(Users, To), $@, Domain,
                 <<"'><body>">>, body(Size), <<"</body><x xmlns='urn:throng:bench' t='">>, Stamp,
+                case tuple_size(Targets) of
+                    1 -> <<>>;
+                    _ -> [<<"' s='">>, integer_to_binary(From)]
+                end,
                 <<"'/></message>">>]),
     throng_bench_metrics:inc(msgs_sent),
+    throng_bench_metrics:target_inc(msgs_sent_to, Dest),
+    throng_bench_targets:pair(From, Dest) =:= cross andalso
+        throng_bench_metrics:inc(msgs_sent_cross),
     {D, R2} = throng_bench_rand:sample_tiny(Think, R1),
     U#u{chat_at = Now + max(D, 1), rnd = R2}.
 
@@ -563,11 +581,13 @@ finish(U) -> done(U, users_finished).
 
 fail(U, Reason) ->
     throng_bench_metrics:count_error(Reason),
+    throng_bench_metrics:target_inc(failed, target(U#u.n)),
     done(U, users_failed).
 
-done(U = #u{conn = Conn, logged_in = L}, Counter) ->
+done(U = #u{conn = Conn, logged_in = L, n = N}, Counter) ->
     throng_bench_metrics:inc(Counter),
     L andalso throng_bench_metrics:sub(sessions, 1),
+    L andalso throng_bench_metrics:target_sub(sessions, target(N)),
     case Conn of
         undefined -> ok;
         _ ->
@@ -607,6 +627,22 @@ header(#{domain := D}) ->
      <<"' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>">>].
 
 cfg() -> persistent_term:get(?CFG).
+
+%% The target (0-based) user N connects to.
+target(N) -> throng_bench_targets:of_user(N, tuple_size(maps:get(targets, cfg()))).
+
+%% With several targets a message says which one its sender is on (s='T'):
+%% its latency also goes to the same-node or the cross-node histogram.
+split_delivery(undefined, _Own, _Latency) -> ok;
+split_delivery(S, Own, Latency) ->
+    case catch binary_to_integer(S) of
+        From when is_integer(From) ->
+            throng_bench_metrics:observe(case throng_bench_targets:pair(From, Own) of
+                                             same -> delivery_same;
+                                             cross -> delivery_cross
+                                         end, Latency);
+        _ -> ok
+    end.
 
 profile(I) -> element(I, maps:get(profiles, cfg())).
 

@@ -1,0 +1,279 @@
+#!/bin/bash
+# A local Throng cluster under the paper scenario: starts NODES release nodes
+# on this host (throng1@127.0.0.1 ... throngN@127.0.0.1, each with its own
+# run dir, data dir, config and client port 15300+I, all with one cookie),
+# registers USERS load-test accounts, runs `throng-bench xmpp --scenario
+# paper` across the nodes (user N connects to node N mod NODES + 1) and
+# writes the results to bench/results/cluster-NODES-USERS/: summary.json,
+# report.html (per-node table and charts), timeseries.csv, nodes.csv (per
+# node and second), cluster.txt (the per-node and cluster-wide table,
+# printed at the end), status.txt (each node's own `status` at the plateau),
+# logs/ (each node's console log). Every node is stopped at the end, on
+# Ctrl-C and on error.
+#
+#   bench/cluster.sh NODES USERS [CONTACTS] [ITERATIONS]
+#
+#   CONTACTS    roster size (default 18, the paper's)
+#   ITERATIONS  PBKDF2 count of the load-test accounts' SCRAM keys (default 64:
+#               a PLAIN login derives them; real accounts use 4096)
+#
+# Environment:
+#   RATE=100        arrivals per second (Poisson)
+#   LENGTH=auto     session length in seconds; auto = USERS/RATE + HOLD, so
+#                   that every user is online at once for HOLD seconds
+#   HOLD=60         seconds every user is online together (LENGTH=auto)
+#   USERS_PER_VM    users per load-generator VM (default 18000, below the
+#                   20,000 open files a process may hold here)
+#   OUT             results directory (default bench/results/cluster-NODES-USERS)
+#   WORK            nodes' directories (default /tmp/throng-cluster-NODES; removed
+#                   at the end unless KEEP=1)
+#   THRONG_COOKIE   the cluster's cookie (default: a random one)
+#   THRONG_REL      another release (default _build/default/rel/throng)
+#   CLUSTER_JOIN=1  write the `cluster:' section (seeds and db_nodes: node 1)
+#                   and register the accounts on node 1 only; without it the
+#                   nodes are NOT clustered: each has its own database (the
+#                   accounts are registered on every node) and a message to a
+#                   user on another node cannot reach it
+#   CLUSTER_SHARED_PORT=1  also listen on the shared port 15222 with
+#                   reuse_port (SO_REUSEPORT) on every node
+# CLUSTER_JOIN and CLUSTER_SHARED_PORT need the server's cluster options
+# (issue 10): a key the server does not know stops it at boot.
+set -euo pipefail
+
+usage() { echo "usage: $0 NODES USERS [CONTACTS] [ITERATIONS]" >&2; exit 2; }
+[ $# -ge 2 ] && [ $# -le 4 ] || usage
+nodes=$1; users=$2; contacts=${3:-18}; iterations=${4:-64}
+for v in "$nodes" "$users" "$contacts" "$iterations"; do
+    case $v in ''|*[!0-9]*) usage ;; esac
+done
+[ "$nodes" -ge 1 ] && [ "$users" -ge 1 ] && [ "$iterations" -ge 1 ] || usage
+[ $((contacts % 2)) -eq 0 ] || { echo "$0: CONTACTS must be even" >&2; exit 2; }
+[ "$nodes" -le 200 ] || { echo "$0: at most 200 nodes (ports 15301..15500)" >&2; exit 2; }
+
+# One node holds one socket per session, and a process may open 20,000
+# files here (ulimit -n, hard): leave ~1,000 for the node's own files.
+fd_limit=$(ulimit -n)
+per_node=$(( (users + nodes - 1) / nodes ))
+max_per_node=19000
+[ "$fd_limit" != unlimited ] && [ "$fd_limit" -lt 20000 ] && max_per_node=$((fd_limit - 1000))
+if [ "$per_node" -gt "$max_per_node" ]; then
+    echo "$0: $users users on $nodes node(s) is $per_node sessions per node, more than" \
+         "$max_per_node (a process may open $fd_limit files here): use at least" \
+         "$(( (users + max_per_node - 1) / max_per_node )) nodes" >&2
+    exit 2
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd -P)
+rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"
+[ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
+[ -f "$root/_build/default/lib/throng_bench/ebin/throng_bench_cli.beam" ] ||
+    { echo "$0: build throng-bench first (make)" >&2; exit 2; }
+
+rate=${RATE:-100}
+hold=${HOLD:-60}
+for v in "$rate" "$hold"; do
+    case $v in ''|0|*[!0-9]*) echo "$0: RATE and HOLD are whole numbers > 0" >&2; exit 2 ;; esac
+done
+if [ "${LENGTH:-auto}" = auto ]; then
+    length_s=$(( (users + rate - 1) / rate + hold ))
+else
+    case $LENGTH in ''|0|*[!0-9]*) echo "$0: LENGTH is a number of seconds" >&2; exit 2 ;; esac
+    length_s=$LENGTH
+fi
+length=${length_s}s
+out=${OUT:-$root/bench/results/cluster-$nodes-$users}
+work=${WORK:-/tmp/throng-cluster-$nodes}
+cookie=${THRONG_COOKIE:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
+export THRONG_COOKIE=$cookie
+
+node_name() { echo "throng$1@127.0.0.1"; }
+node_port() { echo $((15300 + $1)); }
+# Runs bin/throng for node I: node_cmd I ARGS...
+node_cmd() {
+    local i=$1; shift
+    env THRONG_NODE="$(node_name "$i")" THRONG_RUN_DIR="$work/node$i" \
+        THRONG_CONFIG="$work/node$i/throng.yml" "$rel" "$@"
+}
+
+started=0
+bench_pid=
+status_job=
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [ -z "$status_job" ] || kill "$status_job" 2>/dev/null || true
+    if [ -n "$bench_pid" ] && kill -0 "$bench_pid" 2>/dev/null; then
+        # timeout passes the TERM on to throng-bench
+        echo "== stopping the load generator" >&2
+        kill -TERM "$bench_pid" 2>/dev/null || true
+        for _ in $(seq 1 30); do kill -0 "$bench_pid" 2>/dev/null || break; sleep 1; done
+        kill -KILL "$bench_pid" 2>/dev/null || true
+    fi
+    if [ "$started" -gt 0 ]; then
+        echo "== stopping $started node(s)" >&2
+        mkdir -p "$out/logs"
+        for i in $(seq "$started" -1 1); do
+            cp "$work/node$i/console.log" "$out/logs/node$i.log" 2>/dev/null || true
+            pid=$(cat "$work/node$i/throng.pid" 2>/dev/null || true)
+            timeout 90 env THRONG_NODE="$(node_name "$i")" THRONG_RUN_DIR="$work/node$i" \
+                THRONG_CONFIG="$work/node$i/throng.yml" "$rel" stop >/dev/null 2>&1 || true
+            if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+                echo "== node $i did not stop: killing pid $pid" >&2
+                kill -KILL "$pid" 2>/dev/null || true
+            fi
+        done
+    fi
+    [ "${KEEP:-0}" = 1 ] || rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Many connections on loopback: a long accept queue and every local port.
+sysctl -qw net.core.somaxconn=65535 ||
+    echo "== warning: could not raise net.core.somaxconn" >&2
+sysctl -qw net.ipv4.ip_local_port_range="1024 65535" ||
+    echo "== warning: could not widen net.ipv4.ip_local_port_range" >&2
+
+# Results of an earlier run of the same size are replaced; anything else
+# in the way is left alone.
+if [ -e "$out" ] && [ ! -f "$out/summary.json" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+    echo "$0: $out exists and does not hold results: choose another OUT" >&2; exit 2
+fi
+rm -rf "$work" "$out"
+mkdir -p "$work" "$out"
+seeds="[$(node_name 1)]"
+for i in $(seq 1 "$nodes"); do
+    dir="$work/node$i"
+    mkdir -p "$dir"
+    {
+        echo "hosts: [localhost]"
+        echo "data_dir: \"$dir/data\""
+        echo "loglevel: warning"
+        echo "listen:"
+        echo "  - port: $(node_port "$i")"
+        echo "    starttls: optional"
+        if [ "${CLUSTER_SHARED_PORT:-0}" = 1 ]; then
+            echo "  - port: 15222"
+            echo "    starttls: optional"
+            echo "    reuse_port: true"
+        else
+            echo "  # - port: 15222          (CLUSTER_SHARED_PORT=1)"
+            echo "  #   reuse_port: true"
+        fi
+        echo "stats:"
+        echo "  port: 0"
+        if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+            echo "cluster:"
+            echo "  seeds: $seeds"
+            echo "  db_nodes: $seeds"
+        else
+            echo "# cluster: {seeds: $seeds, db_nodes: $seeds}   (CLUSTER_JOIN=1)"
+        fi
+    } > "$dir/throng.yml"
+done
+
+echo "== $nodes node(s), $users users ($per_node per node), $contacts-contact rosters," \
+     "paper scenario at $rate/s, sessions of $length"
+if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+    echo "== clustered: seeds and database on $(node_name 1)"
+else
+    echo "== NOT clustered (CLUSTER_JOIN unset): every node has its own database;" \
+         "messages to users on another node cannot be delivered"
+fi
+
+# Node 1 first (it holds the database in a cluster), then the others, one
+# at a time; `bin/throng start' returns once the node is ready (60 s at most).
+pids=()
+for i in $(seq 1 "$nodes"); do
+    echo "== starting $(node_name "$i") on port $(node_port "$i")" >&2
+    started=$i
+    node_cmd "$i" start >&2
+    node_cmd "$i" ping >/dev/null ||
+        { echo "$0: $(node_name "$i") does not answer ping" >&2; exit 1; }
+    shell_pid=$(cat "$work/node$i/throng.pid")
+    # bin/throng's pid file holds the process that exec'ed the VM; if the
+    # VM is a child of it instead, sample the child.
+    beam=$(pgrep -P "$shell_pid" beam.smp || true)
+    pids+=("${beam:-$shell_pid}")
+done
+
+echo "== accounts: $users load-test users, PBKDF2 $iterations iterations" \
+     "(low on purpose: a real account has 4096)"
+if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+    reg_nodes=1
+else
+    reg_nodes=$nodes
+fi
+for i in $(seq 1 "$reg_nodes"); do
+    node_cmd "$i" bulk-register localhost "$users" password user "$contacts" "$iterations" >&2
+done
+# Settle before the run samples the starting RSS (bench_throng.sh does the same).
+for i in $(seq 1 "$nodes"); do node_cmd "$i" gc >/dev/null; done
+sleep 5
+
+# Each node's own view at the plateau (every user online), in the background.
+arrivals=$(( (users + rate - 1) / rate ))
+(
+    sleep $((arrivals + hold / 2)) || exit 0
+    for i in $(seq 1 "$nodes"); do
+        echo "--- $(node_name "$i")"
+        node_cmd "$i" status 2>&1 || true
+    done
+    if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+        echo "--- bin/throng cluster"
+        node_cmd 1 cluster 2>&1 || true
+    fi
+) > "$out/status.txt" 2>&1 &
+status_job=$!
+
+server_pids=()
+for p in "${pids[@]}"; do server_pids+=(--server-pid "$p"); done
+targets="127.0.0.1:$(node_port 1)-$(node_port "$nodes")"
+[ "$nodes" -eq 1 ] && targets="127.0.0.1:$(node_port 1)"
+# The run ends by itself (throng-bench's deadline: arrivals + session + 17 s,
+# then the grace period); timeout is the last resort. In the background, so
+# that Ctrl-C reaches the trap at once (bash runs a trap only once the
+# foreground command has finished).
+limit=$(( arrivals + length_s + 300 ))
+timeout --kill-after=30 "$limit" \
+    "$root/bin/throng-bench" xmpp --scenario paper --users "$users" --rate "$rate" \
+    --length "$length" --contacts "$contacts" --targets "$targets" "${server_pids[@]}" \
+    --users-per-vm "${USERS_PER_VM:-18000}" --out "$out" > "$out/summary.txt" &
+bench_pid=$!
+set +e
+wait "$bench_pid"
+bench_rc=$?
+set -e
+bench_pid=
+kill "$status_job" 2>/dev/null || true
+wait "$status_job" 2>/dev/null || true
+
+echo
+if [ -f "$out/cluster.txt" ]; then
+    cat "$out/cluster.txt"
+else
+    grep -E '^(sessions|users|errors.total|messages|server\.(bytes|cpu))' "$out/summary.txt" || true
+fi
+/usr/bin/python3 - "$out/summary.json" <<'PY' || true
+import json, sys
+s = json.load(open(sys.argv[1]))
+m, lat = s.get('messages', {}), s.get('latency_ms', {})
+def l(k):
+    x = lat.get(k)
+    return '-' if not x else 'mean %.2f / p50 %.2f / p99 %.2f ms (%d)' % (x['mean'], x['p50'], x['p99'], x['count'])
+print('status %s; users logged in %d of %d; errors %d; messages sent %d, received %d, lost %d'
+      % (s['status'], s['users']['logged_in'], s['users']['planned'], s['errors']['total'],
+         m.get('sent', 0), m.get('received', 0), m.get('lost', 0)))
+for k, name in (('same_node', 'same-node'), ('cross_node', 'cross-node')):
+    if k in m:
+        print('%-10s messages sent %d, received %d, lost %d; delivery %s'
+              % (name, m[k]['sent'], m[k]['received'], m[k]['lost'], l('delivery_' + k.split('_')[0])))
+print('all delivery %s; login %s' % (l('delivery'), l('login')))
+lg = s.get('loadgen', {})
+print('load generator: %s VM(s), %s B of BEAM memory per session'
+      % (lg.get('vms'), lg.get('beam_bytes_per_session_at_peak')))
+PY
+echo "== results in $out (report.html, summary.json, nodes.csv, status.txt)"
+exit "$bench_rc"
