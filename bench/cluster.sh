@@ -29,15 +29,13 @@
 #                   at the end unless KEEP=1)
 #   THRONG_COOKIE   the cluster's cookie (default: a random one)
 #   THRONG_REL      another release (default _build/default/rel/throng)
-#   CLUSTER_JOIN=1  write the `cluster:' section (seeds and db_nodes: node 1)
-#                   and register the accounts on node 1 only; without it the
-#                   nodes are NOT clustered: each has its own database (the
-#                   accounts are registered on every node) and a message to a
-#                   user on another node cannot reach it
+#   CLUSTER_JOIN    1 (default): write the `cluster:' section (seeds and
+#                   db_nodes: node 1) and register the accounts on node 1
+#                   only. 0: the nodes are NOT clustered: each has its own
+#                   database (the accounts are registered on every node) and
+#                   a message to a user on another node cannot reach it
 #   CLUSTER_SHARED_PORT=1  also listen on the shared port 15222 with
 #                   reuse_port (SO_REUSEPORT) on every node
-# CLUSTER_JOIN and CLUSTER_SHARED_PORT need the server's cluster options
-# (issue 10): a key the server does not know stops it at boot.
 set -euo pipefail
 
 usage() { echo "usage: $0 NODES USERS [CONTACTS] [ITERATIONS]" >&2; exit 2; }
@@ -135,6 +133,10 @@ sysctl -qw net.core.somaxconn=65535 ||
     echo "== warning: could not raise net.core.somaxconn" >&2
 sysctl -qw net.ipv4.ip_local_port_range="1024 65535" ||
     echo "== warning: could not widen net.ipv4.ip_local_port_range" >&2
+# ... but never hand out the nodes' own ports as the source port of some
+# other connection (a node then cannot listen: eaddrinuse).
+sysctl -qw net.ipv4.ip_local_reserved_ports="15222,15300-15399" ||
+    echo "== warning: could not reserve the nodes' ports (ip_local_reserved_ports)" >&2
 
 # Results of an earlier run of the same size are replaced; anything else
 # in the way is left alone.
@@ -164,7 +166,7 @@ for i in $(seq 1 "$nodes"); do
         fi
         echo "stats:"
         echo "  port: 0"
-        if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+        if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
             echo "cluster:"
             echo "  seeds: $seeds"
             echo "  db_nodes: $seeds"
@@ -176,7 +178,7 @@ done
 
 echo "== $nodes node(s), $users users ($per_node per node), $contacts-contact rosters," \
      "paper scenario at $rate/s, sessions of $length"
-if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
     echo "== clustered: seeds and database on $(node_name 1)"
 else
     echo "== NOT clustered (CLUSTER_JOIN unset): every node has its own database;" \
@@ -201,7 +203,7 @@ done
 
 echo "== accounts: $users load-test users, PBKDF2 $iterations iterations" \
      "(low on purpose: a real account has 4096)"
-if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
     reg_nodes=1
 else
     reg_nodes=$nodes
@@ -221,7 +223,7 @@ arrivals=$(( (users + rate - 1) / rate ))
         echo "--- $(node_name "$i")"
         node_cmd "$i" status 2>&1 || true
     done
-    if [ "${CLUSTER_JOIN:-0}" = 1 ]; then
+    if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
         echo "--- bin/throng cluster"
         node_cmd 1 cluster 2>&1 || true
     fi

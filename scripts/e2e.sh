@@ -144,6 +144,56 @@ expect "zero loss across kill -9: 1000 offline, 1000 detached, 100 unacknowledge
 expect "stop" "$T" stop
 if "$T" ping >/dev/null 2>&1; then fail "node still answers after stop"; else ok "node is down"; fi
 
+# A cluster of two nodes on this host (docs/clustering.md): node A keeps the
+# database, node B joins through its seeds; a slixmpp user on each node.
+export THRONG_COOKIE=e2e-cluster-$$
+PA=$((PORT + 100)); PB=$((PORT + 101))
+for n in a b; do
+    mkdir -p "$WORK/$n"
+    {
+        echo "hosts: [localhost]"
+        echo "data_dir: \"$WORK/$n/data\""
+        echo "listen:"
+        if [ $n = a ]; then echo "  - port: $PA"; else echo "  - port: $PB"; fi
+        echo "cluster:"
+        echo "  db_nodes: [thronge2ea@127.0.0.1]"
+        [ $n = b ] && echo "  seeds: [thronge2ea@127.0.0.1]"
+        echo "  reconnect_interval: 1"
+    } > "$WORK/$n/throng.yml"
+done
+na() { THRONG_NODE=thronge2ea@127.0.0.1 THRONG_RUN_DIR="$WORK/a" THRONG_CONFIG="$WORK/a/throng.yml" "$T" "$@"; }
+nb() { THRONG_NODE=thronge2eb@127.0.0.1 THRONG_RUN_DIR="$WORK/b" THRONG_CONFIG="$WORK/b/throng.yml" "$T" "$@"; }
+cleanup_cluster() {
+    na stop >/dev/null 2>&1 || true; nb stop >/dev/null 2>&1 || true
+    for n in a b; do [ -f "$WORK/$n/throng.pid" ] && kill -9 "$(cat "$WORK/$n/throng.pid")" 2>/dev/null || true; done
+}
+trap 'cleanup_cluster; cleanup' EXIT INT TERM
+expect "cluster: start node A" na start
+expect "cluster: start node B (joins through its seeds)" nb start
+expect "cluster: register dave through node A" na register dave localhost secret
+expect "cluster: register gina through node B (no copy: written on node A)" nb register gina localhost secret
+i=0; until nb cluster 2>/dev/null | grep -q thronge2ea || [ $i -ge 20 ]; do sleep 0.5; i=$((i + 1)); done
+case "$(nb cluster)" in *thronge2ea*thronge2eb*) ok "bin/throng cluster lists both nodes";; *) fail "cluster: $(nb cluster)";; esac
+$PY "$ROOT/test/e2e/cluster_e2e.py" 127.0.0.1 "$PA" "$PB" "$WORK/a/data/tls/selfsigned.crt" \
+    "$WORK/b/data/tls/selfsigned.crt" > "$WORK/cluster_e2e.log" 2>&1 &
+py=$!
+i=0; until grep -q '^ready' "$WORK/cluster_e2e.log" || [ $i -ge 120 ] || ! kill -0 $py 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+case "$(na sessions)" in *dave@localhost/a*gina@localhost/b*) ok "sessions lists the users of both nodes";; *) fail "sessions: $(na sessions)";; esac
+kill -9 "$(cat "$WORK/b/throng.pid")" 2>/dev/null || true
+if wait $py; then
+    ok "slixmpp on two nodes: subscription, presence, messages both ways, unavailable after kill -9 of a node"
+else
+    fail "cluster e2e: $(cat "$WORK/cluster_e2e.log")"
+fi
+grep '^ok\|^not ok' "$WORK/cluster_e2e.log" | sed 's/^/    /'
+expect "cluster: node B restarts and rejoins" nb start
+i=0; until nb cluster 2>/dev/null | grep -q thronge2ea || [ $i -ge 20 ]; do sleep 0.5; i=$((i + 1)); done
+case "$(na cluster)" in *thronge2ea*thronge2eb*) ok "node B is a member again";; *) fail "after restart: $(na cluster)";; esac
+expect "cluster: leave-cluster stops node B" nb leave-cluster
+i=0; while nb ping >/dev/null 2>&1 && [ $i -lt 40 ]; do sleep 0.5; i=$((i + 1)); done
+case "$(na cluster)" in *thronge2eb*) fail "node B still a member: $(na cluster)";; *) ok "node B left the cluster";; esac
+expect "cluster: stop node A" na stop
+
 echo
 if [ $fails -ne 0 ]; then echo "e2e: $fails failure(s)"; exit 1; fi
 echo "e2e: all passed"

@@ -9,6 +9,11 @@
 
 -export([bytes/2, acked/1, keep/3, reroute/2, drain_mailbox/1]).
 
+%% How long an ending session in a cluster waits for late messages: until
+%% none came for LINGER_MS, at most LINGER_MAX_MS.
+-define(LINGER_MS, 200).
+-define(LINGER_MAX_MS, 2000).
+
 %% @doc The bytes of an item, to send (again) to the client.
 -spec bytes(throng_session:item(), binary()) -> {atom(), iodata()}.
 bytes({kept, _Key, Item}, Server) -> bytes(Item, Server);
@@ -92,13 +97,33 @@ route_again({From, To, #xmlel{name = <<"iq">>} = El}, _JID) ->
 route_again({_From, _To, _Presence}, _JID) -> ok.
 
 %% @doc Stanzas still in the mailbox of an ending session are routed again.
+%% In a cluster, a sender on another node may have looked the session up
+%% just before it left the directory, and its message is still on the way:
+%% the session waits for such late messages ({@value LINGER_MS} ms without
+%% one) before it goes, and routes them again too.
 -spec drain_mailbox(#jid{}) -> ok.
 drain_mailbox(JID) ->
-    reroute(mailbox([]), JID).
+    reroute(mailbox([], 0), JID),
+    case throng_members:clustered() of
+        true -> linger(JID, erlang:monotonic_time(millisecond) + ?LINGER_MAX_MS);
+        false -> ok
+    end.
 
-mailbox(Acc) ->
+linger(JID, Deadline) ->
+    case mailbox([], ?LINGER_MS) of
+        [] -> ok;
+        Late ->
+            reroute(Late, JID),
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> linger(JID, Deadline);
+                false -> ok
+            end
+    end.
+
+%% The routed stanzas in the mailbox; the first may take up to Wait ms.
+mailbox(Acc, Wait) ->
     receive
-        {route, From, To, El} -> mailbox([{From, To, El} | Acc]);
-        {route_kept, Key, From, To, El} -> mailbox([{kept, Key, {From, To, El}} | Acc])
-    after 0 -> lists:reverse(Acc)
+        {route, From, To, El} -> mailbox([{From, To, El} | Acc], 0);
+        {route_kept, Key, From, To, El} -> mailbox([{kept, Key, {From, To, El}} | Acc], 0)
+    after Wait -> lists:reverse(Acc)
     end.

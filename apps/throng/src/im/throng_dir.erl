@@ -79,10 +79,16 @@ put(Node, Entry) ->
 update(Node, Key, Pid, Prio, Pres) ->
     gen_server:cast({shard(Key), Node}, {update, Key, Pid, Prio, Pres}).
 
-%% @doc The session ended: its entry at Node goes.
+%% @doc The session ended: its entry at Node goes. Returns once it is gone,
+%% so that from then on no lookup finds the session (the session then takes
+%% the messages already on their way to it: throng_c2s_items).
 -spec remove(node(), throng_sm:key(), pid()) -> ok.
 remove(Node, Key, Pid) ->
-    gen_server:cast({shard(Key), Node}, {remove, Key, Pid}).
+    try gen_server:call({shard(Key), Node}, {remove, Key, Pid}, ?CALL_TIMEOUT)
+    catch exit:Why ->
+            logger:warning(#{what => directory_unreachable, node => Node, reason => Why}),
+            ok
+    end.
 
 %%% Reads and maintenance of this node's part
 
@@ -127,10 +133,13 @@ size() ->
 init(Rival) ->
     {ok, Rival}.
 
--spec handle_call({claim, entry()}, gen_server:from(), rival_fun()) ->
-          {reply, ok | {exists, pid()} | conflict, rival_fun()}.
+-spec handle_call({claim, entry()} | {remove, throng_sm:key(), pid()}, gen_server:from(),
+                  rival_fun()) -> {reply, ok | {exists, pid()} | conflict, rival_fun()}.
 handle_call({claim, Entry}, _From, Rival) ->
-    {reply, do_claim(Entry, Rival), Rival}.
+    {reply, do_claim(Entry, Rival), Rival};
+handle_call({remove, Key, Pid}, _From, Rival) ->
+    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    {reply, ok, Rival}.
 
 -spec handle_cast(term(), rival_fun()) -> {noreply, rival_fun()}.
 handle_cast({put, Entry}, St) ->
@@ -140,9 +149,6 @@ handle_cast({update, Key, Pid, Prio, Pres}, St) ->
     _ = ets:select_replace(?TAB, [{{Key, Pid, '_', '_', '$1'}, [],
                                    [{{{const, Key}, {const, Pid}, {const, Prio},
                                       {const, Pres}, '$1'}}]}]),
-    {noreply, St};
-handle_cast({remove, Key, Pid}, St) ->
-    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
     {noreply, St};
 handle_cast(_Other, St) ->
     {noreply, St}.

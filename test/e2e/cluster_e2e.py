@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""End-to-end test of a two-node Throng cluster with a real client
+(Debian's python3-slixmpp): one user on each node.
+
+  /usr/bin/python3 test/e2e/cluster_e2e.py HOST PORT_A PORT_B CA_A CA_B PHASE
+
+PHASE 'chat': dave logs in on node A, gina on node B (SCRAM-SHA-256 over
+STARTTLS); they subscribe to each other, see each other's presence, and
+exchange messages both ways; then dave stays online and the script prints
+'ready' and waits: the caller kills node B with kill -9, and dave must get
+gina's unavailable presence (sent by node A on behalf of the dead node)
+within 20 s. Exits 0 when every step happened.
+Note: Debian's python3-* packages are for /usr/bin/python3.
+"""
+import asyncio
+import sys
+
+import slixmpp
+
+STEP_TIMEOUT = 20
+
+
+class User(slixmpp.ClientXMPP):
+    def __init__(self, jid, ca):
+        super().__init__(jid, 'secret')
+        self.ca_certs = ca
+        self.register_plugin('feature_mechanisms', pconfig={'use_mech': 'SCRAM-SHA-256'})
+        self.events = asyncio.Queue()
+        self.add_event_handler('session_start', self.on_start)
+        self.add_event_handler('message', lambda m: self.events.put_nowait(('message', m)))
+        self.add_event_handler('presence_available',
+                               lambda p: self.events.put_nowait(('available', p)))
+        self.add_event_handler('presence_unavailable',
+                               lambda p: self.events.put_nowait(('unavailable', p)))
+        self.add_event_handler('presence_subscribe', self.on_subscribe)
+        self.add_event_handler('presence_subscribed',
+                               lambda p: self.events.put_nowait(('subscribed', p)))
+        self.add_event_handler('failed_auth', lambda _e: self.events.put_nowait(('auth_failed', None)))
+
+    async def on_start(self, _event):
+        await self.get_roster()
+        self.send_presence()
+        self.events.put_nowait(('session', None))
+
+    def on_subscribe(self, pres):
+        self.send_presence(pto=pres['from'].bare, ptype='subscribed')
+        self.send_presence(pto=pres['from'].bare, ptype='subscribe')
+
+    async def wait(self, kind, pred=lambda _x: True, timeout=STEP_TIMEOUT):
+        while True:
+            k, x = await asyncio.wait_for(self.events.get(), timeout)
+            if k == 'auth_failed':
+                raise AssertionError(f'{self.boundjid.bare}: authentication failed')
+            if k == kind and pred(x):
+                return x
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f'ok - {what}', flush=True)
+
+
+async def login(jid, host, port, ca):
+    u = User(jid, ca)
+    u.connect((host, port), use_ssl=False, force_starttls=True, disable_starttls=False)
+    await u.wait('session')
+    check(True, f'{jid} logged in on port {port}')
+    return u
+
+
+def from_bare(bare):
+    return lambda x: x['from'].bare == bare
+
+
+async def main(host, port_a, port_b, ca_a, ca_b):
+    dave = await login('dave@localhost/a', host, port_a, ca_a)
+    gina = await login('gina@localhost/b', host, port_b, ca_b)
+    dave.send_presence(pto='gina@localhost', ptype='subscribe')
+    await dave.wait('subscribed', from_bare('gina@localhost'))
+    check(True, 'subscription request and approval crossed the nodes')
+    await dave.wait('available', from_bare('gina@localhost'))
+    await gina.wait('available', from_bare('dave@localhost'))
+    check(True, 'each sees the other available across the nodes')
+    dave.send_message(mto='gina@localhost', mbody='from node A', mtype='chat')
+    m = await gina.wait('message', lambda m: m['body'] == 'from node A')
+    check(m['from'] == 'dave@localhost/a', 'a message from node A reached node B')
+    gina.send_message(mto='dave@localhost/a', mbody='from node B', mtype='chat')
+    await dave.wait('message', lambda m: m['body'] == 'from node B')
+    check(True, 'a message from node B reached node A (full JID)')
+    print('ready', flush=True)
+    # The caller kills node B now.
+    p = await dave.wait('unavailable', lambda p: p['from'] == 'gina@localhost/b', timeout=30)
+    check(p is not None, "node B killed: node A sent gina's unavailable presence to dave")
+    dave.disconnect()
+
+
+if __name__ == '__main__':
+    try:
+        asyncio.get_event_loop().run_until_complete(main(sys.argv[1], int(sys.argv[2]),
+                                                         int(sys.argv[3]), sys.argv[4], sys.argv[5]))
+    except (AssertionError, asyncio.TimeoutError) as e:
+        print(f'not ok - {e!r}', flush=True)
+        sys.exit(1)
