@@ -23,7 +23,7 @@ all() ->
      priority_across_nodes, newer_session_wins_across_nodes, kick_on_another_node,
      roster_push_to_every_resource, offline_when_last_resource_leaves,
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
-     resumption_on_another_node_fails_cleanly, netsplit_heals].
+     resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -321,6 +321,21 @@ try_call(N, M, F, A, Otherwise) ->
     try erpc:call(N, M, F, A, 2000)
     catch _:_ -> Otherwise
     end.
+
+%% The node that keeps the database stops cleanly (the others are told at
+%% once) and starts again: it is a member again, and the nodes without a
+%% copy reach its tables again, without anyone doing anything.
+stopped_db_node_comes_back(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    ok = erpc:call(N1, application, stop, [throng]),
+    wait_until(fun() -> erpc:call(N2, throng_cluster, members, []) =:= [N2, N3] end),
+    {ok, _} = erpc:call(N1, application, ensure_all_started, [throng]),
+    wait_members(Nodes),
+    wait_until(fun() -> lists:member(N1, erpc:call(N2, mnesia, system_info, [running_db_nodes])) end),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N1),
+    wait_for(A, fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"bob@localhost/b">> end),
+    [?C:close(X) || X <- [A, B]].
 
 %% In the node: drop the connections to Nodes (what a netsplit does).
 cut_off(Nodes) ->

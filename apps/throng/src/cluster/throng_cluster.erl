@@ -24,7 +24,7 @@
 -include("throng.hrl").
 
 -export([start_link/0, join/1, leave/0, members/0, status/0, local_status/0]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors, and by bin/throng (throng_ctl) on the node.
 -ignore_xref([{start_link, 0}, {local_status, 0}]).
 
@@ -82,6 +82,8 @@ init([]) ->
         nonode@nohost ->
             {ok, #st{interval = Interval}};
         _ ->
+            %% terminate/2 runs when the server stops: the others are told.
+            process_flag(trap_exit, true),
             ok = net_kernel:monitor_nodes(true),
             Known = lists:usort(throng_config:get([cluster, seeds]) ++ saved_seeds()) -- [node()],
             [hello(N) || N <- nodes()],
@@ -100,7 +102,7 @@ handle_call({join, Node}, _From, St) ->
     end;
 handle_call(leave, _From, St) ->
     Others = members() -- [node()],
-    [erlang:send({?MODULE, N}, {bye, node()}, [noconnect]) || N <- Others],
+    [erlang:send({?MODULE, N}, {bye, node(), leaving}, [noconnect]) || N <- Others],
     save_seeds([]),
     changed(members(), [node()]),
     {reply, ok, St#st{known = []}};
@@ -135,9 +137,14 @@ handle_info({hello, Node}, #st{known = Known} = St) ->
 handle_info({nodedown, Node}, St) ->
     member_gone(Node, down),
     {noreply, St};
-handle_info({bye, Node}, #st{known = Known} = St) ->
+handle_info({bye, Node, leaving}, #st{known = Known} = St) ->
+    %% Left the cluster: not dialled again.
     member_gone(Node, left),
     {noreply, St#st{known = Known -- [Node]}};
+handle_info({bye, Node, stopping}, St) ->
+    %% Stopping: dialled again until it is back.
+    member_gone(Node, stopped),
+    {noreply, St};
 handle_info(purge, St) ->
     Me = node(),
     Dropped = throng_dir:keep_only(
@@ -146,6 +153,15 @@ handle_info(purge, St) ->
     {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.
+
+%% The server stops (its sessions have ended already: the listeners stop
+%% before this process): the other members are told at once rather than
+%% when the node's connection drops.
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, _St) ->
+    [erlang:send({?MODULE, N}, {bye, node(), stopping}, [noconnect]) || N <- members() -- [node()]],
+    throng_members:set([]),
+    ok.
 
 %%% Membership changes
 
