@@ -144,7 +144,8 @@
 -spec init() -> ok | {error, string()}.
 init() ->
     Mod = case throng_config:get([storage, backend]) of
-              mnesia -> throng_storage_mnesia
+              mnesia -> throng_storage_mnesia;
+              pgsql -> throng_storage_pgsql
           end,
     persistent_term:put(?BACKEND_KEY, Mod),
     Mod:init().
