@@ -29,7 +29,9 @@ groups() ->
                            foreign_tables_are_refused, unreachable_database_stops_the_boot,
                            database_down_fails_fast_and_comes_back,
                            committed_data_survives_a_server_restart,
-                           orphans_go_back_after_an_outage]}].
+                           orphans_go_back_after_an_outage,
+                           a_statement_that_waits_too_long_is_cancelled,
+                           a_borrower_killed_in_a_transaction_leaks_nothing]}].
 
 contract() ->
     [accounts, remove_account_takes_everything, bulk_create_replaces,
@@ -484,6 +486,60 @@ orphans_go_back_after_an_outage(Config) ->
     throng_ct:wait_until(fun() -> (catch ?ST:offline_count(<<"alice">>, ?S)) =:= 2 end, 20000),
     ?assertEqual(1, ?ST:inflight_count()),
     ?assertEqual(0, ?ST:offline_count(<<"bob">>, ?S)).
+
+%% A pool of one connection and a short query_timeout.
+start_small(Config) ->
+    PG = ?config(pg, Config),
+    #{pgsql := Pg} = Storage = throng_pg:storage(PG, throng_pg:new_database(PG)),
+    throng_ct:start(Config, #{storage => Storage#{pgsql => Pg#{pool_size => 1,
+                                                               query_timeout => 500}}}),
+    Storage.
+
+%% A statement that waits longer than query_timeout (here for a roster lock
+%% another client holds) is cancelled by the server: storage_failed
+%% {aborted, _} in about that time, nothing changed, and the connection
+%% serves the next call.
+a_statement_that_waits_too_long_is_cancelled(Config) ->
+    #{pgsql := #{port := Port, database := Db, user := User, password := Password}} =
+        start_small(Config),
+    Bob = {<<"bob">>, ?S},
+    {ok, _, _, 1} = ?ST:roster_update(<<"alice">>, ?S, Bob, fun(_) -> {set, item(<<"bob">>)} end),
+    {ok, Other} = pgsql:connect([{host, "127.0.0.1"}, {port, Port}, {database, binary_to_list(Db)},
+                                 {user, User}, {password, Password}, {as_binary, true}]),
+    {ok, _} = pgsql:squery(Other, "BEGIN; SELECT version FROM roster_versions "
+                                  "WHERE username = 'alice' FOR UPDATE", 5000),
+    {Micros, Reason} = timer:tc(fun() -> failure(fun() -> ?ST:roster_update(
+                                                             <<"alice">>, ?S, Bob,
+                                                             fun(_) -> delete end) end) end),
+    ?assertMatch({aborted, {pgsql, <<"57014">>, _}}, Reason),   %% query_canceled
+    ?assert(Micros < 3000000),
+    {ok, _} = pgsql:squery(Other, "ROLLBACK", 5000),
+    ok = pgsql:terminate(Other),
+    ?assertEqual({1, [item(<<"bob">>)]}, ?ST:roster_get(<<"alice">>, ?S)),
+    ?assertMatch({ok, _, undefined, 2}, ?ST:roster_update(<<"alice">>, ?S, Bob, fun(_) -> delete end)).
+
+%% A process killed in the middle of a transaction (holding the pool's only
+%% connection and a roster lock) leaks neither: the connection is dropped,
+%% the server rolls back, and the pool serves the next caller.
+a_borrower_killed_in_a_transaction_leaks_nothing(Config) ->
+    start_small(Config),
+    Bob = {<<"bob">>, ?S},
+    Self = self(),
+    Borrower = spawn(fun() ->
+                             ?ST:roster_update(<<"alice">>, ?S, Bob,
+                                               fun(_) ->
+                                                       Self ! {inside, self()},
+                                                       receive never -> keep end
+                                               end)
+                     end),
+    receive {inside, Borrower} -> ok after 5000 -> ct:fail(no_transaction) end,
+    exit(Borrower, kill),
+    throng_ct:wait_until(
+      fun() ->
+              (catch ?ST:roster_update(<<"alice">>, ?S, Bob, fun(_) -> {set, item(<<"bob">>)} end))
+                  =:= {ok, undefined, item(<<"bob">>), 1}
+      end, 10000),
+    ?assertEqual({1, [item(<<"bob">>)]}, ?ST:roster_get(<<"alice">>, ?S)).
 
 immediate_stop(#{bin := Bin, data := Data}) ->
     Cmd = case string:trim(os:cmd("id -u")) of

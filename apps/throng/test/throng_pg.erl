@@ -25,6 +25,7 @@
 -spec start() -> pg().
 start() ->
     Bin = bin_dir(),
+    clean_up_after_dead_runs(Bin),
     Dir = filename:join("/tmp", "throng-pg-" ++ os:getpid() ++ "-"
                         ++ integer_to_list(erlang:unique_integer([positive]))),
     ok = file:make_dir(Dir),
@@ -93,6 +94,21 @@ psql(#{dir := Dir, port := Port} = PG, Database, Sql) ->
                      "-d", unicode:characters_to_list(Database), "-c", Sql]).
 
 %%% Internals
+
+%% Servers left by a test run that was killed (its directory names its OS
+%% pid, which is gone): stopped and removed.
+clean_up_after_dead_runs(Bin) ->
+    lists:foreach(
+      fun(Dir) ->
+              [_, _, Pid | _] = string:split(filename:basename(Dir), "-", all),
+              case filelib:is_dir("/proc/" ++ Pid) of
+                  true -> ok;
+                  false ->
+                      _ = status(#{bin => Bin}, "pg_ctl", ["-D", filename:join(Dir, "data"),
+                                                           "-m", "immediate", "-w", "stop"]),
+                      _ = file:del_dir_r(Dir)
+              end
+      end, filelib:wildcard("/tmp/throng-pg-*-*")).
 
 %% The newest installed server (Debian: /usr/lib/postgresql/VERSION/bin).
 bin_dir() ->

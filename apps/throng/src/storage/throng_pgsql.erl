@@ -146,20 +146,27 @@ run(Name, Params, Kind) ->
     end.
 
 %% Borrows a connection of the pool for Fun(Conn, Timeout) and gives it
-%% back, whatever happens.
+%% back, whatever happens. A pool process without a connection (still
+%% reconnecting after an outage) answers at once, and the next one is
+%% asked; a busy one is waited for.
 with_conn(Fun) ->
     case throng_pgsql_sup:pick() of
-        undefined ->
-            failed({aborted, db_down});
-        {Pool, Timeout} ->
-            case throng_pgsql_conn:checkout(Pool, Timeout) of
-                {ok, Conn, Ref} ->
-                    try Fun(Conn, Timeout)
-                    after throng_pgsql_conn:release(Pool, Ref)
-                    end;
-                {error, Why} ->
-                    failed({aborted, Why})
-            end
+        undefined -> failed({aborted, db_down});
+        {Pools, Timeout} -> with_conn(Pools, Timeout, Fun)
+    end.
+
+with_conn([], _Timeout, _Fun) ->
+    failed({aborted, db_down});
+with_conn([Pool | Others], Timeout, Fun) ->
+    case throng_pgsql_conn:checkout(Pool, Timeout) of
+        {ok, Conn, Ref} ->
+            try Fun(Conn, Timeout)
+            after throng_pgsql_conn:release(Pool, Ref)
+            end;
+        {error, db_down} ->
+            with_conn(Others, Timeout, Fun);
+        {error, Why} ->
+            failed({aborted, Why})
     end.
 
 %% The driver's execute of a prepared statement, with our timeout (its

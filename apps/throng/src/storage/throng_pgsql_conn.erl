@@ -14,8 +14,10 @@
 %%
 %% Connecting runs in a helper process, so that a server that is slow to
 %% answer never blocks a checkout; attempts after a failure wait 100 ms,
-%% then twice as long each time, up to 5 s. The first attempt, at start,
-%% is waited for, so that a pool that has just started serves at once.
+%% then twice as long each time, up to 5 s, or none at all once another
+%% process of the pool has connected (it tells the others). The first
+%% attempt, at start, is waited for, so that a pool that has just started
+%% serves at once.
 %%
 %% Each new connection is set up the same way: UTF-8,
 %% synchronous commit on, no notices, the statement timeout, and every
@@ -23,12 +25,12 @@
 -module(throng_pgsql_conn).
 -behaviour(gen_server).
 
--export([start_link/2, checkout/2, release/2, kill/1, open/1, prepare/1, close/1, squery/3,
+-export([start_link/3, checkout/2, release/2, kill/1, open/1, prepare/1, close/1, squery/3,
          log_filter/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors (child specs) and proc_lib; the logger filter is
 %% called by logger.
--ignore_xref([{start_link, 2}, {log_filter, 2}]).
+-ignore_xref([{start_link, 3}, {log_filter, 2}]).
 
 -type opts() :: #{host := binary(), port := inet:port_number(), database := binary(),
                   user := binary(), password := binary(), connect_timeout := pos_integer(),
@@ -40,6 +42,7 @@
 
 -record(st, {name :: atom(),
              opts :: opts(),
+             siblings :: [atom()],
              conn :: pid() | undefined,
              helper :: pid() | undefined,
              %% The caller the connection is lent to: its checkout reference,
@@ -51,9 +54,12 @@
 
 %%% API
 
--spec start_link(atom(), opts()) -> {ok, pid()} | {error, term()}.
-start_link(Name, Opts) ->
-    gen_server:start_link({local, Name}, ?MODULE, {Name, Opts}, []).
+%% @doc Starts the pool process Name; Siblings are the other processes of
+%% the pool (told when this one finds the database back after an outage,
+%% so that they try at once rather than at the end of their backoff).
+-spec start_link(atom(), opts(), [atom()]) -> {ok, pid()} | {error, term()}.
+start_link(Name, Opts, Siblings) ->
+    gen_server:start_link({local, Name}, ?MODULE, {Name, Opts, Siblings}, []).
 
 %% @doc Borrows the connection of the pool process Name; Ref names this
 %% loan in {@link release/2}. Waits at most Timeout ms for it.
@@ -81,9 +87,11 @@ release(Name, Ref) ->
 
 %% @doc Ends a connection that can no longer be trusted (a call to it failed
 %% or timed out): the server rolls back what it had open, and the pool
-%% process that owned it connects again.
+%% process that owned it connects again. The caller unlinks it first, so
+%% that its end does not take the caller with it.
 -spec kill(pid()) -> ok.
 kill(Conn) ->
+    unlink(Conn),
     exit(Conn, kill),
     ok.
 
@@ -196,10 +204,10 @@ log_filter(Event, _) ->
 
 %%% gen_server
 
--spec init({atom(), opts()}) -> {ok, #st{}}.
-init({Name, Opts}) ->
+-spec init({atom(), opts(), [atom()]}) -> {ok, #st{}}.
+init({Name, Opts, Siblings}) ->
     process_flag(trap_exit, true),
-    St = start_connect(#st{name = Name, opts = Opts}),
+    St = start_connect(#st{name = Name, opts = Opts, siblings = Siblings}),
     {ok, first_attempt(St)}.
 
 %% The outcome of the first attempt, if it comes within connect_timeout
@@ -232,6 +240,10 @@ handle_cast({release, Ref}, #st{holder = {Ref, _, MRef}} = St) ->
     {noreply, lend_next(St#st{holder = undefined})};
 handle_cast({release, Ref}, #st{waiting = Waiting} = St) ->
     {noreply, St#st{waiting = queue:filter(fun({_, R}) -> R =/= Ref end, Waiting)}};
+handle_cast(database_back, #st{conn = undefined, helper = undefined} = St) ->
+    %% Another process of the pool connected: no need to wait for the
+    %% backoff (the timer's message finds this one connecting, or connected).
+    {noreply, start_connect(St)};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
@@ -244,6 +256,7 @@ handle_info({connected, Helper, Conn}, #st{helper = Helper} = St) ->
         Failures ->
             logger:notice(#{what => pgsql_connected, pool_process => St#st.name,
                             failed_attempts => Failures}),
+            [gen_server:cast(S, database_back) || S <- St#st.siblings],
             %% Sessions that ended meanwhile may have left messages in flight.
             gen_server:cast(throng_pgsql_orphans, database_back)
     end,

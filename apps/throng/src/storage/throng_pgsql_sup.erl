@@ -1,9 +1,9 @@
 %% @doc The PostgreSQL connection pool: `storage.pgsql.pool_size' processes
 %% of {@link throng_pgsql_conn}, each owning one connection, registered as
 %% throng_pgsql_1 ... throng_pgsql_N. There is no pool manager: a caller
-%% picks a process from its own pid ({@link pick/0}), so that callers
-%% spread over the connections without passing through one process, and
-%% the statements of one caller keep their order.
+%% starts at the process its own pid maps to ({@link pick/0}), so that
+%% callers spread over the connections without passing through one process;
+%% only when that one has no connection does it try the next ones.
 -module(throng_pgsql_sup).
 -behaviour(supervisor).
 
@@ -27,19 +27,25 @@ init([]) ->
     persistent_term:get(?POOL_KEY, undefined) =:= Pool orelse persistent_term:put(?POOL_KEY, Pool),
     _ = logger:add_primary_filter(throng_pgsql_driver,
                                   {fun throng_pgsql_conn:log_filter/2, []}),
-    Children = [#{id => Name, start => {throng_pgsql_conn, start_link, [Name, Opts]}}
+    Children = [#{id => Name,
+                  start => {throng_pgsql_conn, start_link, [Name, Opts, Names -- [Name]]}}
                 || Name <- Names],
     %% A pool process does not crash when the database goes away (it
     %% reconnects); a crash is a bug, and a few are allowed.
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.
 
-%% @doc The pool process for the calling process, and how long to wait for
-%% it; `undefined' when no pool was started.
--spec pick() -> {atom(), pos_integer()} | undefined.
+%% @doc The pool processes in the order the calling process tries them
+%% (its own first, from a hash of its pid), and how long to wait for one;
+%% `undefined' when no pool was started.
+-spec pick() -> {[atom()], pos_integer()} | undefined.
 pick() ->
     case persistent_term:get(?POOL_KEY, undefined) of
-        {Names, Timeout} -> {element(erlang:phash2(self(), tuple_size(Names)) + 1, Names), Timeout};
-        undefined -> undefined
+        {Names, Timeout} ->
+            N = tuple_size(Names),
+            First = erlang:phash2(self(), N),
+            {[element((First + I) rem N + 1, Names) || I <- lists:seq(0, N - 1)], Timeout};
+        undefined ->
+            undefined
     end.
 
 %% @doc The connection options, from `storage.pgsql'.

@@ -72,6 +72,9 @@ init() ->
         {error, Why} ->
             {error, fmt("cannot connect to PostgreSQL at ~ts: ~ts", [Where, describe(Why)])};
         {ok, Conn} ->
+            %% Closed below whatever happens; a connection that breaks
+            %% meanwhile is an error to return, not an exit to die of.
+            unlink(Conn),
             try throng_pgsql_schema:ensure(Conn, Timeout) of
                 ok ->
                     case throng_pgsql_conn:prepare(Conn) of
