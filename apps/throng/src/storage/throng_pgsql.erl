@@ -123,7 +123,7 @@ rollback(Conn, Timeout) ->
 %% tags. A broken connection after a COMMIT was sent leaves its outcome
 %% unknown.
 simple(Conn, Timeout, Sql, OnLost) ->
-    case throng_pgsql_conn:squery(Conn, Sql, Timeout) of
+    case throng_pgsql_conn:squery(Conn, Sql, Timeout + ?MARGIN_MS) of
         {ok, Results} -> [Tag || {Tag, _Rows} <- Results];
         {error, {pgsql, Fields}} -> failed({aborted, pg_error(Fields)});
         {error, {connection, Why}} ->
