@@ -6,7 +6,7 @@ set -eu
 PKGS="erlang-nox erlang-dev erlang-src rebar3 erlang-common-test erlang-dialyzer
 erlang-eunit erlang-tools erlang-xmerl erlang-proper erlang-meck erlang-p1-xml
 erlang-p1-yaml erlang-p1-tls erlang-p1-stringprep erlang-inets erlang-os-mon erlang-jiffy
-openssl curl python3-slixmpp"
+erlang-p1-pgsql postgresql openssl curl python3-slixmpp"
 if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS chromium"
 fi

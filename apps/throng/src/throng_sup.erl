@@ -5,7 +5,8 @@
 %% ├── throng_table_owner       owns the shared ETS tables (sessions, long queues,
 %% │                            auth failures, registrations, PLAIN cache); does nothing else
 %% ├── throng_services_sup (one_for_one)
-%% │   ├── (storage backend)    e.g. throng_mnesia_sync, the group commit of Mnesia's log
+%% │   ├── (storage backend)    throng_mnesia_sync, the group commit of Mnesia's log, or
+%% │   │                        the PostgreSQL pool (throng_pgsql_sup, throng_pgsql_orphans)
 %% │   ├── throng_janitor       ages out auth-failure and registration entries
 %% │   ├── throng_dir_1..8      writers of this node's part of the session directory
 %% │   └── throng_cluster       cluster membership: seeds, members up and down
@@ -19,7 +20,7 @@
 %% starts ({@link throng_app}), so no restart changes it.
 %%
 %% Storage (Mnesia) runs as its own application, started before this tree
-%% and stopped after it.
+%% and stopped after it; the PostgreSQL backend's pool is a child here.
 -module(throng_sup).
 -behaviour(supervisor).
 -export([start_link/0, start_services/0, init/1]).

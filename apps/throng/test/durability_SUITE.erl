@@ -1,9 +1,15 @@
-%% @doc The error contract of storage against the real server and Mnesia: a
-%% write returns only when it is on disk; when the fsync of the log fails
-%% (here `mnesia:sync_log/0' made to fail with meck) or the transaction
-%% aborts, the write raises `error({storage_failed, Reason})' instead of
-%% answering, every writer grouped into a failing sync gets that error, and
-%% the next write after a failure is durable again.
+%% @doc The error contract of storage against the real server, on both
+%% backends. Group mnesia: a write returns only when it is on disk; when the
+%% fsync of the log fails (here `mnesia:sync_log/0' made to fail with meck)
+%% or the transaction aborts, the write raises `error({storage_failed,
+%% Reason})' instead of answering, every writer grouped into a failing sync
+%% gets that error, and the next write after a failure is durable again.
+%% Group pgsql (a private PostgreSQL server, no mock): the server is stopped
+%% while Throng runs; logins get temporary-auth-failure, a message that
+%% cannot be stored gets internal-server-error, nothing acknowledged before
+%% is lost, and once the server is back the pool reconnects by itself.
+%% Cases of both groups: an aborted transaction, reads without a database,
+%% a login and an offline message while the store fails.
 -module(durability_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -15,28 +21,58 @@
 -define(S, <<"localhost">>).
 
 all() ->
-    [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
-     offline_claim_keeps_messages_when_sync_fails, sync_process_down_fails_the_write,
-     aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database,
-     login_while_store_fails_is_temporary].
+    [{group, mnesia}, {group, pgsql}].
+
+groups() ->
+    Both = [aborted_transaction_is_storage_failed, reads_fail_the_same_way_without_database,
+            login_while_store_fails_is_temporary, offline_message_while_store_fails_is_an_error],
+    [{mnesia, [], [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
+                   offline_claim_keeps_messages_when_sync_fails,
+                   sync_process_down_fails_the_write | Both]},
+     {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
+
+init_per_group(Group, Config) ->
+    throng_ct:init_backend(Group, Config).
+
+end_per_group(_Group, Config) ->
+    throng_ct:end_backend(Config).
 
 init_per_testcase(_TC, Config) ->
-    throng_ct:start(Config),
+    throng_ct:start_backend(Config),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config.
 
-end_per_testcase(_TC, _Config) ->
+end_per_testcase(_TC, Config) ->
     catch meck:unload(mnesia),
     catch meck:unload(throng_storage_mnesia),
-    throng_ct:stop().
-
-%% The Reason of the storage_failed error Fun raises; fails if it returns.
-failure(Fun) ->
-    try Fun() of
-        Result -> ct:fail({returned, Result})
-    catch
-        error:{storage_failed, Reason} -> Reason
+    throng_ct:stop(),
+    case ?config(pg, Config) of
+        undefined -> ok;
+        PG -> throng_pg:ensure_server(PG)
     end.
+
+%% The store stops answering: Mnesia stops, or the PostgreSQL server.
+stop_store(Config) ->
+    case ?config(pg, Config) of
+        undefined -> stopped = mnesia:stop();
+        PG -> throng_pg:stop_server(PG)
+    end.
+
+%% The store answers again: Mnesia starts, or the server and the pool has
+%% reconnected (by itself: Throng is not restarted).
+start_store(Config) ->
+    case ?config(pg, Config) of
+        undefined ->
+            ok = mnesia:start(),
+            ok = mnesia:wait_for_tables(mnesia:system_info(tables), 10000);
+        PG ->
+            throng_pg:start_server(PG),
+            throng_ct:wait_until(fun() -> (catch throng_storage:kv_get(?MODULE, k)) =:= not_found end,
+                                 20000)
+    end.
+
+failure(Fun) ->
+    throng_ct:storage_failure(Fun).
 
 fail_syncs_with(Error) ->
     ok = meck:new(mnesia, [passthrough, no_link]),
@@ -161,9 +197,9 @@ aborted_transaction_is_storage_failed(_Config) ->
                          end)),
     ?assertEqual(Before, throng_storage:roster_get(<<"alice">>, ?S)).
 
-%% With Mnesia stopped, reads raise the same error as writes.
-reads_fail_the_same_way_without_database(_Config) ->
-    stopped = mnesia:stop(),
+%% With the database stopped, reads raise the same error as writes.
+reads_fail_the_same_way_without_database(Config) ->
+    stop_store(Config),
     ?assertMatch({aborted, _},
                  failure(fun() -> throng_storage:account_exists(<<"alice">>, ?S) end)),
     ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_get(?MODULE, k) end)),
@@ -171,17 +207,121 @@ reads_fail_the_same_way_without_database(_Config) ->
 
 %% A login while the store cannot answer gets temporary-auth-failure
 %% (RFC 6120 §6.5.11), not not-authorized and not a dropped connection; the
-%% same stream logs in once the store answers again.
-login_while_store_fails_is_temporary(_Config) ->
-    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
-    ok = meck:expect(throng_storage_mnesia, get_credentials,
-                     fun(_, _) -> error({storage_failed, {aborted, {node_not_running, node()}}}) end),
+%% same stream logs in once the store answers again. (Mnesia: the read of
+%% credentials made to fail with meck, the rest of the node keeps its
+%% database; PostgreSQL: the server stopped.)
+login_while_store_fails_is_temporary(Config) ->
+    case ?config(backend, Config) of
+        mnesia ->
+            ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+            ok = meck:expect(throng_storage_mnesia, get_credentials,
+                             fun(_, _) ->
+                                     error({storage_failed, {aborted, {node_not_running, node()}}})
+                             end);
+        pgsql ->
+            stop_store(Config)
+    end,
     C = throng_test_client:connect(#{}),
     _ = throng_test_client:open_stream(C),
     ?assertEqual({failure, <<"temporary-auth-failure">>},
                  throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)),
     ?assertEqual({failure, <<"temporary-auth-failure">>},
                  throng_test_client:auth_scram(C, <<"alice">>, <<"password">>, sha256)),
-    ok = meck:unload(throng_storage_mnesia),
+    case ?config(backend, Config) of
+        mnesia -> ok = meck:unload(throng_storage_mnesia);
+        pgsql -> start_store(Config)
+    end,
     timer:sleep(200),   %% the second failure is answered after a short delay
     ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
+
+%% A message for an offline user while the store cannot answer gets
+%% internal-server-error back (it was not kept), and the sender's session
+%% goes on; once the store answers, the next message is stored.
+offline_message_while_store_fails_is_an_error(Config) ->
+    throng_ct:register(<<"bob">>, <<"password">>),
+    A = throng_test_client:login(<<"alice">>, <<"password">>, <<"r">>),
+    stop_store(Config),
+    ?assertEqual(<<"internal-server-error">>, send_to_offline(A, <<"bob@localhost">>, <<"1">>)),
+    start_store(Config),
+    ?assertEqual(stored, send_to_offline(A, <<"bob@localhost">>, <<"2">>)),
+    ?assertEqual(1, throng_storage:offline_count(<<"bob">>, ?S)).
+
+%% Sends a chat message, then a ping, and when that is answered another:
+%% the error condition that came back for the message, or stored when none
+%% did. (A bounce comes back through the sender's own session, after the
+%% stanzas it had already read: before the second ping's answer.)
+send_to_offline(C, To, Id) ->
+    throng_test_client:send(C, #xmlel{name = <<"message">>,
+                                      attrs = [{<<"id">>, Id}, {<<"to">>, To}, {<<"type">>, <<"chat">>}],
+                                      children = [#xmlel{name = <<"body">>,
+                                                         children = [{xmlcdata, <<"hi">>}]}]}),
+    lists:foldl(fun(N, Result) ->
+                        PingId = <<"ping-", N/binary, "-", Id/binary>>,
+                        ping(C, PingId),
+                        answer(C, Id, PingId, Result)
+                end, stored, [<<"1">>, <<"2">>]).
+
+ping(C, PingId) ->
+    throng_test_client:send(C, #xmlel{name = <<"iq">>,
+                                      attrs = [{<<"type">>, <<"get">>}, {<<"id">>, PingId},
+                                               {<<"to">>, <<"localhost">>}],
+                                      children = [#xmlel{name = <<"ping">>,
+                                                         attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}]}).
+
+answer(C, Id, LastPing, Result) ->
+    El = throng_test_client:recv_stanza(C),
+    case {El#xmlel.name, throng_xml:attr(<<"id">>, El)} of
+        {<<"iq">>, LastPing} -> Result;
+        {<<"message">>, Id} ->
+            <<"error">> = throng_xml:attr(<<"type">>, El),
+            #xmlel{children = [#xmlel{name = Cond} | _]} = throng_xml:subel(El, <<"error">>),
+            answer(C, Id, LastPing, Cond);
+        _ -> answer(C, Id, LastPing, Result)
+    end.
+
+%%% PostgreSQL
+
+%% A write while every process of the pool is down is not acknowledged
+%% ({aborted, db_down}); once they are back, writes work.
+pool_process_down_fails_the_write(_Config) ->
+    Names = [Id || {Id, _, _, _} <- supervisor:which_children(throng_pgsql_sup)],
+    [ok = supervisor:terminate_child(throng_pgsql_sup, N) || N <- Names],
+    ?assertEqual({aborted, db_down}, failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)),
+    [{ok, _} = supervisor:restart_child(throng_pgsql_sup, N) || N <- Names],
+    ok = throng_storage:kv_put(?MODULE, k, v).
+
+%% The database goes down while Throng runs and comes back: meanwhile a
+%% login gets temporary-auth-failure and a message for an offline user
+%% internal-server-error; what was stored before is not lost, and logins
+%% work again without a restart of Throng.
+database_down_and_back(Config) ->
+    [throng_ct:register(U, <<"password">>) || U <- [<<"bob">>, <<"carol">>]],
+    C = throng_test_client:login(<<"carol">>, <<"password">>, <<"r">>),
+    ?assertEqual(stored, send_to_offline(C, <<"bob@localhost">>, <<"before">>)),
+    stop_store(Config),
+    ?assertMatch({failure, <<"temporary-auth-failure">>}, fresh_login(<<"alice">>)),
+    ?assertEqual(<<"internal-server-error">>, send_to_offline(C, <<"bob@localhost">>, <<"during">>)),
+    throng_pg:start_server(?config(pg, Config)),
+    throng_ct:wait_until(fun() -> fresh_login(<<"alice">>) =:= ok end, 20000),
+    %% Bob gets what was stored before the outage, and only that.
+    B = throng_test_client:login(<<"bob">>, <<"password">>, <<"r">>),
+    throng_test_client:send(B, throng_test_client:presence([])),
+    ?assertEqual([<<"before">>], offline_ids(B, [])),
+    ?assertEqual(stored, send_to_offline(C, <<"alice@localhost">>, <<"after">>)).
+
+%% A new connection's PLAIN login: ok or {failure, Condition}.
+fresh_login(User) ->
+    C = throng_test_client:connect(#{}),
+    _ = throng_test_client:open_stream(C),
+    R = throng_test_client:auth_plain(C, User, <<"password">>),
+    throng_test_client:abort(C),
+    R.
+
+%% The ids of the messages a session receives until nothing comes for a
+%% second.
+offline_ids(C, Acc) ->
+    case throng_test_client:recv(C, 1000) of
+        #xmlel{name = <<"message">>} = M -> offline_ids(C, [throng_xml:attr(<<"id">>, M) | Acc]);
+        #xmlel{} -> offline_ids(C, Acc);
+        timeout -> lists:reverse(Acc)
+    end.

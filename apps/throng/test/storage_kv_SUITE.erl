@@ -1,6 +1,7 @@
 %% @doc The key-value store for extension modules (throng_storage:kv_*) on
-%% the Mnesia backend: values by bucket and key, buckets kept apart, keys
-%% of any term, and values that survive a restart of the application.
+%% both backends (groups mnesia and pgsql): values by bucket and key,
+%% buckets kept apart, keys of any term, and values that survive a restart
+%% of the application.
 -module(storage_kv_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -11,24 +12,24 @@
 -define(KV, throng_storage).
 
 all() ->
-    [put_get_delete, buckets_are_separate, keys_of_a_bucket, keys_are_any_term,
-     values_survive_restart].
+    [{group, mnesia}, {group, pgsql}].
+
+groups() ->
+    throng_ct:backend_groups([put_get_delete, buckets_are_separate, keys_of_a_bucket,
+                              keys_are_any_term, values_survive_restart]).
+
+init_per_group(Group, Config) ->
+    throng_ct:init_backend(Group, Config).
+
+end_per_group(_Group, Config) ->
+    throng_ct:end_backend(Config).
 
 init_per_testcase(_TC, Config) ->
-    Dir = filename:join(?config(priv_dir, Config),
-                        "kv-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    start_in(Dir),
-    [{data_dir, Dir} | Config].
+    throng_ct:start_backend(Config),
+    Config.
 
 end_per_testcase(_TC, _Config) ->
     throng_ct:stop().
-
-%% Starts the server on a given data directory (throng_ct:start/1 makes a
-%% new one each time).
-start_in(Dir) ->
-    ok = application:set_env(throng, config, throng_ct:config(#{data_dir => list_to_binary(Dir)})),
-    {ok, _} = application:ensure_all_started(throng),
-    ok.
 
 %%% Cases
 
@@ -72,14 +73,13 @@ keys_are_any_term(_Config) ->
     ?assertEqual({ok, integer}, ?KV:kv_get(mod_a, 1)),
     ?assertEqual({ok, float}, ?KV:kv_get(mod_a, 1.0)).
 
-%% What was put (and not deleted) is there after the application and Mnesia
-%% are stopped and started again on the same directory.
-values_survive_restart(Config) ->
+%% What was put (and not deleted) is there after the application (and
+%% Mnesia) are stopped and started again on the same directory or database.
+values_survive_restart(_Config) ->
     ok = ?KV:kv_put(mod_a, kept, {1, <<"one">>}),
     ok = ?KV:kv_put(mod_a, gone, 2),
     ok = ?KV:kv_delete(mod_a, gone),
-    throng_ct:stop(),
-    start_in(?config(data_dir, Config)),
+    throng_ct:restart(),
     ?assertEqual({ok, {1, <<"one">>}}, ?KV:kv_get(mod_a, kept)),
     ?assertEqual(not_found, ?KV:kv_get(mod_a, gone)),
     ?assertEqual([kept], ?KV:kv_keys(mod_a)).

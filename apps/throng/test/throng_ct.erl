@@ -4,6 +4,8 @@
 
 -export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2,
          start_distribution/2, wait_until/2]).
+-export([backend_groups/1, init_backend/2, end_backend/1, start_backend/1, start_backend/2,
+         restart/0, storage_failure/1]).
 
 -include("throng.hrl").
 -include_lib("stdlib/include/assert.hrl").
@@ -21,6 +23,63 @@ start(CTConfig, Overrides) ->
     ok = application:set_env(throng, config, config(Overrides#{data_dir => list_to_binary(Dir)})),
     {ok, _} = application:ensure_all_started(throng),
     ok.
+
+%%% Suites that run on both storage backends
+
+%% @doc Groups `mnesia' and `pgsql', each running every case of Cases.
+-spec backend_groups([atom()]) -> [{mnesia | pgsql, [], [atom()]}].
+backend_groups(Cases) ->
+    [{mnesia, [], Cases}, {pgsql, [], Cases}].
+
+%% @doc In init_per_group: the group's backend; the pgsql group gets a
+%% private PostgreSQL server ({@link throng_pg}), stopped by end_backend/1.
+-spec init_backend(atom(), list()) -> list().
+init_backend(pgsql, Config) ->
+    [{backend, pgsql}, {pg, throng_pg:start()} | Config];
+init_backend(Group, Config) ->
+    [{backend, Group} | Config].
+
+-spec end_backend(list()) -> ok.
+end_backend(Config) ->
+    case proplists:get_value(pg, Config) of
+        undefined -> ok;
+        PG -> throng_pg:stop(PG)
+    end.
+
+-spec start_backend(list()) -> ok.
+start_backend(Config) ->
+    start_backend(Config, #{}).
+
+%% @doc As start/2, on the group's backend: with pgsql, on a new empty
+%% database of the group's server.
+-spec start_backend(list(), map()) -> ok.
+start_backend(Config, Overrides) ->
+    case proplists:get_value(pg, Config) of
+        undefined ->
+            start(Config, Overrides);
+        PG ->
+            Storage = throng_pg:storage(PG, throng_pg:new_database(PG)),
+            start(Config, deep_merge(Overrides, #{storage => Storage}))
+    end.
+
+%% @doc Stops the application and starts it again with the same
+%% configuration: the same data directory and database.
+-spec restart() -> ok.
+restart() ->
+    ok = application:stop(throng),
+    _ = application:stop(mnesia),
+    {ok, _} = application:ensure_all_started(throng),
+    ok.
+
+%% @doc The Reason of the `error({storage_failed, Reason})' Fun raises;
+%% fails the test if Fun returns.
+-spec storage_failure(fun(() -> term())) -> throng_storage:failure().
+storage_failure(Fun) ->
+    try Fun() of
+        Result -> ct:fail({returned, Result})
+    catch
+        error:{storage_failed, Reason} -> Reason
+    end.
 
 %% @doc The test configuration map.
 -spec config(map()) -> map().

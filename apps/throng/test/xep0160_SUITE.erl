@@ -3,7 +3,8 @@
 %% node's store as a whole in bytes (max_node_bytes). A message beyond any
 %% of them is refused with service-unavailable to its sender (RFC 6121
 %% §8.5.2.1.1: the server returns an error when it does not store a message
-%% it cannot deliver); nothing is dropped silently.
+%% it cannot deliver); nothing is dropped silently. Every case runs on both
+%% storage backends (groups mnesia and pgsql).
 -module(xep0160_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -15,8 +16,18 @@
 -define(C, throng_test_client).
 
 all() ->
-    [count_limit_refuses_with_an_error, byte_limit_refuses_with_an_error,
-     node_limit_refuses_with_an_error, byte_count_follows_delivery_and_removal].
+    [{group, mnesia}, {group, pgsql}].
+
+groups() ->
+    throng_ct:backend_groups([count_limit_refuses_with_an_error, byte_limit_refuses_with_an_error,
+                              node_limit_refuses_with_an_error,
+                              byte_count_follows_delivery_and_removal]).
+
+init_per_group(Group, Config) ->
+    throng_ct:init_backend(Group, Config).
+
+end_per_group(_Group, Config) ->
+    throng_ct:end_backend(Config).
 
 init_per_testcase(TC, Config) ->
     Offline = case TC of
@@ -28,7 +39,7 @@ init_per_testcase(TC, Config) ->
     %% The exact module set: the defaults with this offline configuration.
     Modules = maps:merge(throng_config_spec:default_modules(),
                          #{ping => #{interval => 0}, offline => Offline}),
-    throng_ct:start(Config, #{modules => Modules}),
+    throng_ct:start_backend(Config, #{modules => Modules}),
     [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>, <<"carol">>]],
     Config.
 

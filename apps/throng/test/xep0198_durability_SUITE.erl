@@ -7,7 +7,8 @@
 %% `exit(Pid, kill)', as `kill -9' ends every session of the node) is
 %% followed by the recovery the node runs at start-up; the release-level
 %% `kill -9' of the whole node is tested end to end (scripts/e2e.sh,
-%% test/e2e/durability_e2e.py).
+%% test/e2e/durability_e2e.py). Every case runs on both storage backends
+%% (groups mnesia and pgsql).
 -module(xep0198_durability_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -19,21 +20,30 @@
 -define(C, throng_test_client).
 
 all() ->
-    [routed_to_detached_is_kept_before_the_sender_ack,
-     queue_is_kept_when_the_session_detaches,
-     offline_messages_stay_stored_until_acked,
-     resumed_and_acked_are_forgotten,
-     without_stream_management_delivery_forgets,
-     resume_timeout_returns_kept_to_offline,
-     restart_returns_every_kept_message,
-     kept_messages_of_a_removed_account_go].
+    [{group, mnesia}, {group, pgsql}].
+
+groups() ->
+    throng_ct:backend_groups([routed_to_detached_is_kept_before_the_sender_ack,
+                              queue_is_kept_when_the_session_detaches,
+                              offline_messages_stay_stored_until_acked,
+                              resumed_and_acked_are_forgotten,
+                              without_stream_management_delivery_forgets,
+                              resume_timeout_returns_kept_to_offline,
+                              restart_returns_every_kept_message,
+                              kept_messages_of_a_removed_account_go]).
+
+init_per_group(Group, Config) ->
+    throng_ct:init_backend(Group, Config).
+
+end_per_group(_Group, Config) ->
+    throng_ct:end_backend(Config).
 
 init_per_testcase(TC, Config) ->
     SM = case TC of
              resume_timeout_returns_kept_to_offline -> #{resume_timeout => 1};
              _ -> #{}
          end,
-    throng_ct:start(Config, #{stream_management => SM}),
+    throng_ct:start_backend(Config, #{stream_management => SM}),
     [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>]],
     Config.
 
@@ -232,12 +242,10 @@ restart_returns_every_kept_message(_) ->
     _ = send_acked(<<"bob@localhost/b">>, bodies_n(2)),
     ?assertEqual(2, inflight()),
     %% The session goes first, without its clean-up; then the node's
-    %% storage starts again over the same files.
+    %% storage starts again over the same files (or database).
     unlink(Pid),
     exit(Pid, kill),
-    ok = application:stop(throng),
-    stopped = mnesia:stop(),
-    {ok, _} = application:ensure_all_started(throng),
+    throng_ct:restart(),
     ?assertEqual(0, inflight()),
     ?assertEqual(2, offline()),
     ?assertEqual(bodies_n(2), stored_bodies(2)).

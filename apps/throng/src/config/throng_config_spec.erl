@@ -390,6 +390,44 @@ cluster_spec() ->
                                      "members."}}.
 
 storage_spec() ->
-    #{backend => #{type => {enum, [mnesia]}, default => mnesia,
+    #{backend => #{type => {enum, [mnesia, pgsql]}, default => mnesia,
                    doc => "Storage backend. mnesia: embedded, disc copies under "
-                          "DATA_DIR/mnesia; a committed write survives kill -9 of the node."}}.
+                          "DATA_DIR/mnesia; a committed write survives kill -9 of the node. "
+                          "pgsql: a PostgreSQL database (the pgsql section below; see "
+                          "docs/operations.md, \"PostgreSQL backend\"), which several nodes "
+                          "may share."},
+      pgsql =>
+          #{type =>
+                {section,
+                 #{host => #{type => string, default => <<"127.0.0.1">>,
+                             doc => "Host name or address of the PostgreSQL server."},
+                   port => #{type => {int, 1, 65535}, default => 5432,
+                             doc => "TCP port of the PostgreSQL server."},
+                   database => #{type => string, default => <<"throng">>,
+                                 doc => "Database name. An empty database gets Throng's schema "
+                                        "at the first start (priv/pgsql/schema.sql); a "
+                                        "database with another schema version is refused."},
+                   user => #{type => string, default => <<"throng">>,
+                             doc => "Role Throng logs in as (password, md5 or scram-sha-256 "
+                                    "authentication)."},
+                   password => #{type => string, default => <<>>,
+                                 doc => "Password of the role. Keep the configuration file "
+                                        "private."},
+                   pool_size => #{type => {int, 1, 1000}, default => 10,
+                                  doc => "Connections each node keeps open. A caller uses the "
+                                         "connection chosen by its process, waiting at most "
+                                         "query_timeout for it when it is busy."},
+                   connect_timeout =>
+                       #{type => {int, 100, 600000}, default => 5000,
+                         doc => "Milliseconds a TCP connection to the server may take to open. "
+                                "A lost connection is retried after 100 ms, then twice as "
+                                "long each time up to 5 s; meanwhile storage calls fail at "
+                                "once (a login gets temporary-auth-failure)."},
+                   query_timeout =>
+                       #{type => {int, 100, 3600000}, default => 10000,
+                         doc => "Milliseconds one statement may run (the server cancels it: "
+                                "statement_timeout) and a caller may wait for a free "
+                                "connection."}}},
+            default => #{},
+            doc => "The PostgreSQL database, when backend is pgsql (TCP only: the driver has "
+                   "no Unix-socket support)."}}.

@@ -152,7 +152,8 @@ message_bare(From, #jid{user = U, server = S} = To, El, Type) ->
 %% §8.5.2.2.1: no resource with a non-negative priority: stored offline (the
 %% `offline_message' hook), or service-unavailable.
 offline(From, #jid{user = U, server = S} = To, El) ->
-    case throng_storage:account_exists(U, S) of
+    case account_exists(U, S) of
+        unknown -> bounce(From, To, El, 'internal-server-error');
         false -> bounce(From, To, El, 'service-unavailable');
         true ->
             case throng_hooks:run(offline_message, S, bounce,
@@ -162,6 +163,17 @@ offline(From, #jid{user = U, server = S} = To, El) ->
                 {_, failed} -> bounce(From, To, El, 'internal-server-error');
                 {_, _BounceOrFull} -> bounce(From, To, El, 'service-unavailable')
             end
+    end.
+
+%% Whether the account exists; unknown when the store cannot answer (the
+%% sender then learns the stanza was not handled, and its session goes on).
+account_exists(U, S) ->
+    try throng_storage:account_exists(U, S)
+    catch
+        error:{storage_failed, Why} ->
+            logger:error(#{what => account_lookup_failed, user => U, server => S,
+                           reason => Why}),
+            unknown
     end.
 
 non_negative(Resources) ->
@@ -176,7 +188,8 @@ highest(Resources) ->
 
 iq(From, #jid{resource = <<>>} = To, El) ->
     %% An IQ to a bare JID is answered by the server on the account's behalf.
-    case throng_storage:account_exists(To#jid.user, To#jid.server) of
+    case account_exists(To#jid.user, To#jid.server) of
+        unknown -> bounce(From, To, El, 'internal-server-error');
         false -> bounce(From, To, El, 'service-unavailable');
         true ->
             case is_roster(El) andalso not same_account(From, To) of

@@ -15,9 +15,11 @@
 %% <li>`{aborted, Why}': the transaction did not commit; nothing changed.</li>
 %% <li>`{sync, Why}': it committed in memory (readers on this node see it)
 %%     but could not be made sure to be on disk (e.g. an I/O error on the
-%%     log); a crash may lose it. Retrying is safe for the idempotent writes
-%%     (set_credentials, roster_update with the same function, kv_put,
-%%     kv_delete); inflight_claim puts the messages back before raising.</li>
+%%     log); a crash may lose it. With a database server (PostgreSQL) the
+%%     outcome is unknown: the connection broke after the commit was sent.
+%%     Retrying is safe for the idempotent writes (set_credentials,
+%%     roster_update with the same function, kv_put, kv_delete);
+%%     inflight_claim puts the messages back before raising when it can.</li>
 %% </ul>
 %% Reads raise the same when the database is not running. A caller that
 %% must not crash on a storage failure (a connection process, the router)
@@ -152,7 +154,8 @@
 -spec init() -> ok | {error, string()}.
 init() ->
     Mod = case throng_config:get([storage, backend]) of
-              mnesia -> throng_storage_mnesia
+              mnesia -> throng_storage_mnesia;
+              pgsql -> throng_storage_pgsql
           end,
     persistent_term:put(?BACKEND_KEY, Mod),
     Mod:init().
