@@ -175,7 +175,8 @@ member_gone(Node, Why) ->
         true ->
             logger:notice(#{what => cluster_member_down, node => Node, reason => Why}),
             changed(Old, Old -- [Node]),
-            spawn(fun() -> sessions_gone(Node) end)
+            _ = spawn(fun() -> sessions_gone(Node) end),
+            ok
     end.
 
 changed(Old0, New0) ->
