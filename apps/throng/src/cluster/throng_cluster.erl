@@ -118,24 +118,25 @@ handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
     Lost = [N || N <- Known, not lists:member(N, nodes())],
     %% connect_node/1 can take seconds for an unreachable host: not here.
     [spawn(fun() -> net_kernel:connect_node(N) end) || N <- Lost],
+    %% Connected but not a member: a hello crossed a nodedown (the link
+    %% dropped and came back while the hello was on its way). Say it again.
+    [hello(N) || N <- nodes(), lists:member(N, Known), not lists:member(N, members())],
     erlang:send_after(Interval, self(), reconnect),
     {noreply, St};
 handle_info({nodeup, Node}, St) ->
     hello(Node),
     {noreply, St};
-handle_info({hello, Node}, #st{known = Known} = St) ->
-    Old = members(),
-    case lists:member(Node, Old) of
-        true -> ok;
-        false ->
-            hello(Node),
-            logger:notice(#{what => cluster_member_up, node => Node}),
-            spawn(fun() -> throng_storage:node_up(Node) end),
-            changed(Old, [Node | Old])
-    end,
-    {noreply, St#st{known = lists:usort([Node | Known])}};
+handle_info({hello, Node}, St) ->
+    %% Always answered (welcome is not): the sender may have dropped this
+    %% node and need to add it again although this node still has it.
+    erlang:send({?MODULE, Node}, {welcome, node()}, [noconnect]),
+    {noreply, member_up(Node, St)};
+handle_info({welcome, Node}, St) ->
+    {noreply, member_up(Node, St)};
 handle_info({nodedown, Node}, St) ->
     member_gone(Node, down),
+    %% Already back (the link dropped and came back at once)? Say hello.
+    lists:member(Node, nodes()) andalso hello(Node),
     {noreply, St};
 handle_info({bye, Node, leaving}, #st{known = Known} = St) ->
     %% Left the cluster: not dialled again.
@@ -167,6 +168,17 @@ terminate(_Reason, _St) ->
 
 hello(Node) ->
     erlang:send({?MODULE, Node}, {hello, node()}, [noconnect]).
+
+member_up(Node, #st{known = Known} = St) ->
+    Old = members(),
+    case lists:member(Node, Old) of
+        true -> ok;
+        false ->
+            logger:notice(#{what => cluster_member_up, node => Node}),
+            _ = spawn(fun() -> throng_storage:node_up(Node) end),
+            changed(Old, [Node | Old])
+    end,
+    St#st{known = lists:usort([Node | Known])}.
 
 member_gone(Node, Why) ->
     Old = members(),
