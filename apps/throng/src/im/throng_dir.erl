@@ -16,7 +16,7 @@
 
 -export([init_table/0, child_specs/1, start_link/2]).
 -export([claim/2, put/2, update/5, remove/3]).
--export([entries/1, entry/1, drop_node/1, keep_only/1, size/0]).
+-export([entries/1, drop_node/1, keep_only/1, size/0, decide/4]).
 -export([init/1, handle_call/3, handle_cast/2]).
 %% Called by throng_table_owner and supervisors.
 -ignore_xref([{init_table, 0}, {start_link, 2}]).
@@ -97,19 +97,11 @@ remove(Node, Key, Pid) ->
 entries(US) ->
     ets:select(?TAB, [{{{US, '_'}, '_', '_', '_', '_'}, [], ['$_']}]).
 
--spec entry(throng_sm:key()) -> entry() | undefined.
-entry(Key) ->
-    case ets:lookup(?TAB, Key) of
-        [E] -> E;
-        [] -> undefined
-    end.
-
 %% @doc Removes and returns the entries of sessions on Node (it went down).
 -spec drop_node(node()) -> [entry()].
 drop_node(Node) ->
-    Spec = [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], ['$_']}],
-    Entries = ets:select(?TAB, Spec),
-    _ = ets:select_delete(?TAB, [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], [true]}]),
+    Entries = ets:select(?TAB, [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], ['$_']}]),
+    [ets:delete_object(?TAB, E) || E <- Entries],
     Entries.
 
 %% @doc Removes the entries for which Keep returns false (after a membership
@@ -157,28 +149,32 @@ handle_cast(_Other, St) ->
 %% later wins. The competitor may be in the directory (a session on a third
 %% node) or in this node's own session table.
 do_claim({Key, Pid, _, _, Stamp} = Entry, RivalFun) ->
-    Rival = case ets:lookup(?TAB, Key) of
-                [{_, Pid, _, _, _}] -> none;
-                [{_, Other, _, _, OStamp}] -> {Other, OStamp};
-                [] -> none
-            end,
-    Local = RivalFun(Key, Pid),
-    case newest([R || {P, _} = R <- [Rival, Local], alive(P)], Stamp) of
-        {older, Other2} ->
+    case decide(Key, Pid, Stamp, RivalFun(Key, Pid)) of
+        conflict -> conflict;
+        Decision ->
             true = ets:insert(?TAB, Entry),
-            {exists, Other2};
-        newer ->
-            conflict;
-        none ->
-            true = ets:insert(?TAB, Entry),
-            ok
+            Decision
     end.
 
-newest([], _Stamp) -> none;
-newest(Rivals, Stamp) ->
+%% @doc On the home of Key: may the session Pid, registered at Stamp, hold
+%% Key? ok; `{exists, Older}' (an older session holds it: replace it); or
+%% conflict (a session registered later holds it). The competitors are the
+%% directory's entry and Local (the home's own session, or none); one whose
+%% node is gone does not count.
+-spec decide(throng_sm:key(), pid(), integer(), {pid(), integer()} | none) ->
+          ok | {exists, pid()} | conflict.
+decide(Key, Pid, Stamp, Local) ->
+    InDir = case ets:lookup(?TAB, Key) of
+                [{_, Other, _, _, OStamp}] when Other =/= Pid -> {Other, OStamp};
+                _ -> none
+            end,
+    newest([R || {P, _} = R <- [InDir, Local], alive(P)], Stamp).
+
+newest([], _Stamp) -> ok;
+newest([{Older, _} | _] = Rivals, Stamp) ->
     case [R || {_, S} = R <- Rivals, S > Stamp] of
-        [_ | _] -> newer;
-        [] -> {older, element(1, hd(Rivals))}
+        [_ | _] -> conflict;
+        [] -> {exists, Older}
     end.
 
 %% A session on a node that is no longer connected is gone (its entries are

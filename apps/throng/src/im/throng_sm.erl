@@ -101,24 +101,13 @@ claim_cluster({{US, _} = Key, Pid, _, _, Stamp} = Entry) ->
         true ->
             case throng_members:place(US) of
                 {Home, Backup} when Home =:= node() ->
-                    case rival_in_directory(Key, Pid, Stamp) of
+                    case throng_dir:decide(Key, Pid, Stamp, none) of
                         ok -> throng_dir:put(Backup, Entry);
                         Other -> Other
                     end;
                 {Home, _} ->
                     throng_dir:claim(Home, Entry)
             end
-    end.
-
-rival_in_directory(Key, Pid, Stamp) ->
-    case throng_dir:entry(Key) of
-        {_, Other, _, _, OStamp} when Other =/= Pid ->
-            case lists:member(node(Other), nodes()) of
-                false -> ok;                         %% its node is gone
-                true when OStamp =< Stamp -> {exists, Other};
-                true -> conflict
-            end;
-        _ -> ok
     end.
 
 %% @doc On the home: this node's own session of Key if another process than
@@ -200,7 +189,10 @@ resources(US) ->
 %% @doc The available resources of a bare JID (those that sent presence).
 -spec available({binary(), binary()}) -> [entry()].
 available(US) ->
-    unpack_entries([E || {_, _, Prio, _} = E <- view(US), Prio =/= undefined]).
+    unpack_entries(only_available(view(US))).
+
+only_available(Entries) ->
+    [E || {_, _, Prio, _} = E <- Entries, Prio =/= undefined].
 
 %% @doc The available resources of many bare JIDs, asking each home once
 %% and the homes at the same time (an initial presence asks for a roster).
@@ -210,8 +202,7 @@ available_many(USs) ->
                 false -> [{US, local_view(US)} || US <- USs];
                 true -> views(USs)
             end,
-    maps:from_list([{US, unpack_entries([E || {_, _, Prio, _} = E <- V, Prio =/= undefined])}
-                    || {US, V} <- Views]).
+    maps:from_list([{US, unpack_entries(only_available(V))} || {US, V} <- Views]).
 
 %% @doc The process of a full JID.
 -spec lookup(#jid{}) -> pid() | undefined.

@@ -293,7 +293,12 @@ sync_boot() ->
     sync(fun mnesia:sync_log/0).
 
 sync(Local) ->
-    {Here, Others0} = persistent_term:get(?DISC_KEY, {true, []}),
+    case persistent_term:get(?DISC_KEY, {true, []}) of
+        {true, []} -> Local();                       %% alone: no remote copy to ask
+        {Here, Others} -> sync(Here, Others, Local)
+    end.
+
+sync(Here, Others0, Local) ->
     Others = [N || N <- Others0, lists:member(N, mnesia:system_info(running_db_nodes))],
     Mine = case Here of
                true -> Local();
@@ -304,8 +309,7 @@ sync(Local) ->
                   {Class, Why} -> {error, {N, Class, Why}}
               end || {N, R} <- lists:zip(Others, erpc:multicall(Others, throng_mnesia_sync, sync,
                                                                 [], 10000))],
-    Results = [Mine | Theirs],
-    case [E || E <- Results, E =/= ok] of
+    case [E || E <- [Mine | Theirs], E =/= ok] of
         [] -> ok;
         [{error, _} = E | _] -> E
     end.
