@@ -34,6 +34,12 @@
 #                   only. 0: the nodes are NOT clustered: each has its own
 #                   database (the accounts are registered on every node) and
 #                   a message to a user on another node cannot reach it
+#   DB_NODE=shared  (default) node 1 keeps the Mnesia tables and serves its
+#                   share of the users. own: one more node, throng0@127.0.0.1
+#                   (port 15300), keeps the tables and serves no users (it
+#                   is a member: it holds its share of the session
+#                   directory); its memory and CPU count in the cluster-wide
+#                   figures (the last row of the per-node table)
 #   CLUSTER_SHARED_PORT=1  also listen on the shared port 15222 with
 #                   reuse_port (SO_REUSEPORT) on every node
 set -euo pipefail
@@ -67,6 +73,14 @@ rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"
 [ -f "$root/_build/default/lib/throng_bench/ebin/throng_bench_cli.beam" ] ||
     { echo "$0: build throng-bench first (make)" >&2; exit 2; }
 
+case ${DB_NODE:-shared} in
+    shared) db=1; first=1 ;;
+    own) db=0; first=0
+         [ "${CLUSTER_JOIN:-1}" = 1 ] ||
+             { echo "$0: DB_NODE=own needs a cluster (CLUSTER_JOIN=1)" >&2; exit 2; } ;;
+    *) echo "$0: DB_NODE is shared or own" >&2; exit 2 ;;
+esac
+
 rate=${RATE:-100}
 hold=${HOLD:-60}
 for v in "$rate" "$hold"; do
@@ -93,7 +107,7 @@ node_cmd() {
         THRONG_CONFIG="$work/node$i/throng.yml" "$rel" "$@"
 }
 
-started=0
+started=()
 bench_pid=
 status_job=
 cleanup() {
@@ -107,10 +121,11 @@ cleanup() {
         for _ in $(seq 1 30); do kill -0 "$bench_pid" 2>/dev/null || break; sleep 1; done
         kill -KILL "$bench_pid" 2>/dev/null || true
     fi
-    if [ "$started" -gt 0 ]; then
-        echo "== stopping $started node(s)" >&2
+    if [ "${#started[@]}" -gt 0 ]; then
+        echo "== stopping ${#started[@]} node(s)" >&2
         mkdir -p "$out/logs"
-        for i in $(seq "$started" -1 1); do
+        for ((k = ${#started[@]} - 1; k >= 0; k--)); do
+            i=${started[$k]}
             cp "$work/node$i/console.log" "$out/logs/node$i.log" 2>/dev/null || true
             pid=$(cat "$work/node$i/throng.pid" 2>/dev/null || true)
             timeout 90 env THRONG_NODE="$(node_name "$i")" THRONG_RUN_DIR="$work/node$i" \
@@ -145,8 +160,8 @@ if [ -e "$out" ] && [ ! -f "$out/summary.json" ] && [ -n "$(ls -A "$out" 2>/dev/
 fi
 rm -rf "$work" "$out"
 mkdir -p "$work" "$out"
-seeds="[$(node_name 1)]"
-for i in $(seq 1 "$nodes"); do
+seeds="[$(node_name "$db")]"
+for i in $(seq "$first" "$nodes"); do
     dir="$work/node$i"
     mkdir -p "$dir"
     {
@@ -179,18 +194,21 @@ done
 echo "== $nodes node(s), $users users ($per_node per node), $contacts-contact rosters," \
      "paper scenario at $rate/s, sessions of $length"
 if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
-    echo "== clustered: seeds and database on $(node_name 1)"
+    echo "== clustered: seeds and database on $(node_name "$db")" \
+         "$([ "$db" = 0 ] && echo '(serves no users)')"
 else
     echo "== NOT clustered (CLUSTER_JOIN unset): every node has its own database;" \
          "messages to users on another node cannot be delivered"
 fi
 
-# Node 1 first (it holds the database in a cluster), then the others, one
-# at a time; `bin/throng start' returns once the node is ready (60 s at most).
+# The database node first, then the others, one at a time; `bin/throng
+# start' returns once the node is ready (60 s at most). pids: the VMs of
+# nodes 1..NODES, then the database node's when it serves no users.
 pids=()
-for i in $(seq 1 "$nodes"); do
+db_pid=
+for i in $(seq "$first" "$nodes"); do
     echo "== starting $(node_name "$i") on port $(node_port "$i")" >&2
-    started=$i
+    started+=("$i")
     node_cmd "$i" start >&2
     node_cmd "$i" ping >/dev/null ||
         { echo "$0: $(node_name "$i") does not answer ping" >&2; exit 1; }
@@ -198,34 +216,35 @@ for i in $(seq 1 "$nodes"); do
     # bin/throng's pid file holds the process that exec'ed the VM; if the
     # VM is a child of it instead, sample the child.
     beam=$(pgrep -P "$shell_pid" beam.smp || true)
-    pids+=("${beam:-$shell_pid}")
+    if [ "$i" = 0 ]; then db_pid=${beam:-$shell_pid}; else pids+=("${beam:-$shell_pid}"); fi
 done
+[ -z "$db_pid" ] || pids+=("$db_pid")
 
 echo "== accounts: $users load-test users, PBKDF2 $iterations iterations" \
      "(low on purpose: a real account has 4096)"
 if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
-    reg_nodes=1
+    reg_first=$db; reg_last=$db
 else
-    reg_nodes=$nodes
+    reg_first=1; reg_last=$nodes
 fi
-for i in $(seq 1 "$reg_nodes"); do
+for i in $(seq "$reg_first" "$reg_last"); do
     node_cmd "$i" bulk-register localhost "$users" password user "$contacts" "$iterations" >&2
 done
 # Settle before the run samples the starting RSS (bench_throng.sh does the same).
-for i in $(seq 1 "$nodes"); do node_cmd "$i" gc >/dev/null; done
+for i in "${started[@]}"; do node_cmd "$i" gc >/dev/null; done
 sleep 5
 
 # Each node's own view at the plateau (every user online), in the background.
 arrivals=$(( (users + rate - 1) / rate ))
 (
     sleep $((arrivals + hold / 2)) || exit 0
-    for i in $(seq 1 "$nodes"); do
+    for i in "${started[@]}"; do
         echo "--- $(node_name "$i")"
         node_cmd "$i" status 2>&1 || true
     done
     if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
         echo "--- bin/throng cluster"
-        node_cmd 1 cluster 2>&1 || true
+        node_cmd "$db" cluster 2>&1 || true
     fi
 ) > "$out/status.txt" 2>&1 &
 status_job=$!

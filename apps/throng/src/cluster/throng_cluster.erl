@@ -29,6 +29,7 @@
 -ignore_xref([{start_link, 0}, {local_status, 0}]).
 
 -define(PURGE_DELAY_MS, 2000).
+-define(GONE_WORKERS, 8).
 -define(SEEDS_FILE, "cluster_seeds").
 
 -record(st, {known = [] :: [node()],      %% seeds and every node that was a member
@@ -206,20 +207,46 @@ changed(Old0, New0) ->
 %% The sessions of a node that went down: the directory forgets those held
 %% here, their contacts are told (the node cannot tell them any more), and
 %% the first member returns the node's messages in flight to storage.
+%% Each member tells the contacts of the entries it held (the directory is
+%% sharded, so the work is spread over the members), and does so with
+%% ?GONE_WORKERS processes at once: each session costs a roster read, which
+%% may wait for a remote database.
 sessions_gone(Node) ->
     Entries = throng_dir:drop_node(Node),
-    Unavailable = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
-    Told = [begin
-                JID = #jid{user = U, server = S, resource = R},
-                throng_presence:unavailable(JID, Unavailable, throng_directed:new())
-            end || {{{U, S}, R}, _Pid, Prio, _, _} <- Entries, Prio =/= undefined],
+    Available = [{U, S, R} || {{{U, S}, R}, _Pid, Prio, _, _} <- Entries, Prio =/= undefined],
+    Told = in_parallel(fun tell_unavailable/1, Available, ?GONE_WORKERS),
     throng_metrics:add(cluster_sessions_dropped, length(Entries)),
     Recovered = case members() of
                     [First | _] when First =:= node() -> recover_inflight(Node);
                     _ -> 0
                 end,
     logger:notice(#{what => cluster_sessions_dropped, node => Node, sessions => length(Entries),
-                    unavailable_sent => length(Told), inflight_recovered => Recovered}).
+                    unavailable_sent => Told, inflight_recovered => Recovered}).
+
+tell_unavailable({U, S, R}) ->
+    Unavailable = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
+    throng_presence:unavailable(#jid{user = U, server = S, resource = R}, Unavailable,
+                                throng_directed:new()).
+
+%% Fun applied to every item by at most Workers processes; how many were done.
+in_parallel(_Fun, [], _Workers) -> 0;
+in_parallel(Fun, Items, Workers) ->
+    Chunks = deal(Items, lists:duplicate(min(Workers, length(Items)), [])),
+    Monitors = [spawn_monitor(fun() -> exit({done, length([Fun(I) || I <- C])}) end)
+                || C <- Chunks],
+    lists:sum([receive
+                   {'DOWN', Ref, process, _, {done, N}} -> N;
+                   {'DOWN', Ref, process, _, Why} ->
+                       logger:error(#{what => cluster_sessions_gone_worker_failed, reason => Why}),
+                       0
+               end || {_, Ref} <- Monitors]).
+
+%% Items dealt round-robin onto the piles.
+deal([], Piles) -> Piles;
+deal(Items, Piles) ->
+    {Now, Rest} = lists:split(min(length(Piles), length(Items)), Items),
+    {Dealt, Untouched} = lists:split(length(Now), Piles),
+    deal(Rest, Untouched ++ [[I | P] || {I, P} <- lists:zip(Now, Dealt)]).
 
 recover_inflight(Node) ->
     try throng_storage:inflight_recover({node, Node})
