@@ -232,14 +232,15 @@ tell_unavailable({U, S, R}) ->
 in_parallel(_Fun, [], _Workers) -> 0;
 in_parallel(Fun, Items, Workers) ->
     Chunks = deal(Items, lists:duplicate(min(Workers, length(Items)), [])),
-    Monitors = [spawn_monitor(fun() -> exit({done, length([Fun(I) || I <- C])}) end)
+    Parent = self(),
+    Monitors = [spawn_monitor(fun() -> Parent ! {done, self(), length([Fun(I) || I <- C])} end)
                 || C <- Chunks],
     lists:sum([receive
-                   {'DOWN', Ref, process, _, {done, N}} -> N;
-                   {'DOWN', Ref, process, _, Why} ->
+                   {done, Pid, N} -> erlang:demonitor(Ref, [flush]), N;
+                   {'DOWN', Ref, process, Pid, Why} ->
                        logger:error(#{what => cluster_sessions_gone_worker_failed, reason => Why}),
                        0
-               end || {_, Ref} <- Monitors]).
+               end || {Pid, Ref} <- Monitors]).
 
 %% Items dealt round-robin onto the piles.
 deal([], Piles) -> Piles;
