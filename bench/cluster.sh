@@ -108,6 +108,7 @@ node_cmd() {
 }
 
 started=()
+own_work=0
 bench_pid=
 status_job=
 cleanup() {
@@ -136,7 +137,7 @@ cleanup() {
             fi
         done
     fi
-    [ "${KEEP:-0}" = 1 ] || rm -rf "$work"
+    [ "${KEEP:-0}" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -153,12 +154,25 @@ sysctl -qw net.ipv4.ip_local_port_range="1024 65535" ||
 sysctl -qw net.ipv4.ip_local_reserved_ports="15222,15300-15399" ||
     echo "== warning: could not reserve the nodes' ports (ip_local_reserved_ports)" >&2
 
+# A cluster of this script already running (another run, or one still
+# stopping) keeps its node names and its WORK: refuse rather than remove its
+# directories or stop its nodes.
+running=$(epmd -names 2>/dev/null | awk '/^name throng[0-9]+ /{print $2}' || true)
+for i in $(seq "$first" "$nodes"); do
+    if printf '%s\n' $running | grep -qx "throng$i"; then
+        echo "$0: a node named $(node_name "$i") is already running (another" \
+             "bench/cluster.sh, or one still stopping): stop it first" >&2
+        exit 2
+    fi
+done
+
 # Results of an earlier run of the same size are replaced; anything else
 # in the way is left alone.
 if [ -e "$out" ] && [ ! -f "$out/summary.json" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
     echo "$0: $out exists and does not hold results: choose another OUT" >&2; exit 2
 fi
 rm -rf "$work" "$out"
+own_work=1
 mkdir -p "$work" "$out"
 seeds="[$(node_name "$db")]"
 for i in $(seq "$first" "$nodes"); do

@@ -27,6 +27,7 @@
                  | users_failed | conns_open | sessions | connects | logins
                  | stanzas_in | stanzas_out | bytes_in | bytes_out
                  | msgs_sent | msgs_received | msgs_bounced | msgs_unsent | msgs_sent_cross
+                 | msgs_stale
                  | requests | responses | bad_status
                  | err_econnrefused | err_econnreset | err_closed | err_timeout
                  | err_auth_failure | err_stream_error | err_other.
@@ -53,7 +54,7 @@ counter_names() ->
     [users_launched, users_connected, users_logged_in, users_finished, users_failed,
      conns_open, sessions, connects, logins,
      stanzas_in, stanzas_out, bytes_in, bytes_out,
-     msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross,
+     msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross, msgs_stale,
      requests, responses, bad_status,
      err_econnrefused, err_econnreset, err_closed, err_timeout,
      err_auth_failure, err_stream_error, err_other].

@@ -81,7 +81,10 @@ prepare1(Opts) ->
                     Seed = maps:get(seed, Opts, erlang:system_time(microsecond)),
                     S2 = S1#{users => (maps:get(users, S1))#{compiled => Users,
                                                               count => maps:get(count, Users)},
-                             source_ips => Srcs, seed => Seed},
+                             source_ips => Srcs, seed => Seed,
+                             %% tags this run's messages: a message of an
+                             %% earlier run (offline storage) is not counted
+                             run => erlang:system_time(microsecond)},
                     #{server := Srv} = S2,
                     Labels = [throng_bench_targets:label(T) || T <- Targets],
                     Header = #{command => xmpp,
@@ -350,7 +353,8 @@ summary(Snap = #{counters := C}, Rows, H) ->
                    bytes_in => Get(bytes_in), bytes_out => Get(bytes_out)},
       messages => Split#{sent => Sent, received => Received, lost => Sent - Received,
                          bounced => Get(msgs_bounced),
-                         not_sent_no_contact_online => Get(msgs_unsent)},
+                         not_sent_no_contact_online => Get(msgs_unsent),
+                         from_earlier_runs => Get(msgs_stale)},
       errors => Errors,
       latency_ms => throng_bench_summary:latency(Snap, [connect, tls, register, auth, bind, login,
                                                         roster, presence, delivery, delivery_same,

@@ -72,6 +72,7 @@ compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := T
       profiles => list_to_tuple([maps:with([name, probability, roster, presence, chat, keepalive, length], P)
                                  || P <- Sessions]),
       timeouts => Timeouts, drain => maps:get(drain, S),
+      run => integer_to_binary(maps:get(run, S, 0)),
       socket_buffer => maps:get(socket_buffer, S)}.
 
 resolve(Host) ->

@@ -20,8 +20,10 @@
 %% register, auth, bind, login = connect start to session ready, roster,
 %% presence = initial presence to its echo). Chat messages carry their send
 %% time (erlang:system_time(microsecond)) in
-%% <x xmlns='urn:throng:bench' t='...'/>; the receiving user records the
-%% delivery latency. All VMs of one host share the clock. With several
+%% <x xmlns='urn:throng:bench' r='RUN' t='...'/>; the receiving user records the
+%% delivery latency. RUN names the run: a message of an earlier run (the
+%% server kept it offline for a user who had left) is counted apart
+%% (`msgs_stale', the summary's messages.from_earlier_runs), never as received. All VMs of one host share the clock. With several
 %% targets (throng_bench_targets) the element also names the sender's
 %% target (s='T'), and the latency goes to the same-node or the cross-node
 %% histogram as well.
@@ -329,7 +331,12 @@ stanza(<<"message">>, El, U) ->
             case throng_xml:subel(El, <<"x">>, ?NS_BENCH) of
                 undefined -> ok;
                 X ->
-                    case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
+                    Run = maps:get(run, cfg()),
+                    case throng_xml:attr(<<"r">>, X) =:= Run andalso
+                        catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
+                        false ->
+                            %% sent by an earlier run (kept offline until now)
+                            throng_bench_metrics:inc(msgs_stale);
                         T when is_integer(T) ->
                             Latency = throng_bench_metrics:now_us() - T,
                             Own = target(U#u.n),
@@ -542,7 +549,7 @@ chat(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
     Stamp = integer_to_binary(throng_bench_metrics:now_us()),
     {From, Dest} = {target(U#u.n), target(To)},
     ok_send(U, [<<"<message type='chat' to='">>, throng_bench_xmpp_users:name(Users, To), $@, Domain,
-                <<"'><body>">>, body(Size), <<"</body><x xmlns='urn:throng:bench' t='">>, Stamp,
+                <<"'><body>">>, body(Size), <<"</body><x xmlns='urn:throng:bench' r='">>, maps:get(run, cfg()), <<"' t='">>, Stamp,
                 case tuple_size(Targets) of
                     1 -> <<>>;
                     _ -> [<<"' s='">>, integer_to_binary(From)]
