@@ -121,7 +121,8 @@ handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
     [spawn(fun() -> net_kernel:connect_node(N) end) || N <- Lost],
     %% Connected but not a member: a hello crossed a nodedown (the link
     %% dropped and came back while the hello was on its way). Say it again.
-    [hello(N) || N <- nodes(), lists:member(N, Known), not lists:member(N, members())],
+    Members = members(),
+    [hello(N) || N <- nodes(), lists:member(N, Known), not lists:member(N, Members)],
     erlang:send_after(Interval, self(), reconnect),
     {noreply, St};
 handle_info({nodeup, Node}, St) ->
@@ -231,7 +232,7 @@ tell_unavailable({U, S, R}) ->
 %% Fun applied to every item by at most Workers processes; how many were done.
 in_parallel(_Fun, [], _Workers) -> 0;
 in_parallel(Fun, Items, Workers) ->
-    Chunks = deal(Items, lists:duplicate(min(Workers, length(Items)), [])),
+    Chunks = chunks(Items, (length(Items) + Workers - 1) div Workers),
     Parent = self(),
     Monitors = [spawn_monitor(fun() -> Parent ! {done, self(), length([Fun(I) || I <- C])} end)
                 || C <- Chunks],
@@ -242,12 +243,11 @@ in_parallel(Fun, Items, Workers) ->
                        0
                end || {Pid, Ref} <- Monitors]).
 
-%% Items dealt round-robin onto the piles.
-deal([], Piles) -> Piles;
-deal(Items, Piles) ->
-    {Now, Rest} = lists:split(min(length(Piles), length(Items)), Items),
-    {Dealt, Untouched} = lists:split(length(Now), Piles),
-    deal(Rest, Untouched ++ [[I | P] || {I, P} <- lists:zip(Now, Dealt)]).
+%% Items in runs of Size (the last one shorter).
+chunks(Items, Size) when length(Items) =< Size -> [Items];
+chunks(Items, Size) ->
+    {Chunk, Rest} = lists:split(Size, Items),
+    [Chunk | chunks(Rest, Size)].
 
 recover_inflight(Node) ->
     try throng_storage:inflight_recover({node, Node})

@@ -100,8 +100,9 @@ entries(US) ->
 %% @doc Removes and returns the entries of sessions on Node (it went down).
 -spec drop_node(node()) -> [entry()].
 drop_node(Node) ->
-    Entries = ets:select(?TAB, [{{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}], ['$_']}]),
-    [ets:delete_object(?TAB, E) || E <- Entries],
+    Match = {{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}]},
+    Entries = ets:select(?TAB, [erlang:append_element(Match, ['$_'])]),
+    _ = ets:select_delete(?TAB, [erlang:append_element(Match, [true])]),
     Entries.
 
 %% @doc Removes the entries for which Keep returns false (after a membership

@@ -20,10 +20,11 @@
 %% register, auth, bind, login = connect start to session ready, roster,
 %% presence = initial presence to its echo). Chat messages carry their send
 %% time (erlang:system_time(microsecond)) in
-%% <x xmlns='urn:throng:bench' r='RUN' t='...'/>; the receiving user records the
-%% delivery latency. RUN names the run: a message of an earlier run (the
-%% server kept it offline for a user who had left) is counted apart
-%% (`msgs_stale', the summary's messages.from_earlier_runs), never as received. All VMs of one host share the clock. With several
+%% <x xmlns='urn:throng:bench' r='RUN' t='...'/>; the receiving user
+%% records the delivery latency. RUN names the run: a message of an earlier
+%% run (the server kept it offline for a user who had left) is counted apart
+%% (`msgs_stale', the summary's messages.from_earlier_runs), never as
+%% received. All VMs of one host share the clock. With several
 %% targets (throng_bench_targets) the element also names the sender's
 %% target (s='T'), and the latency goes to the same-node or the cross-node
 %% histogram as well.
@@ -331,20 +332,10 @@ stanza(<<"message">>, El, U) ->
             case throng_xml:subel(El, <<"x">>, ?NS_BENCH) of
                 undefined -> ok;
                 X ->
-                    Run = maps:get(run, cfg()),
-                    case throng_xml:attr(<<"r">>, X) =:= Run andalso
-                        catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
-                        false ->
-                            %% sent by an earlier run (kept offline until now)
-                            throng_bench_metrics:inc(msgs_stale);
-                        T when is_integer(T) ->
-                            Latency = throng_bench_metrics:now_us() - T,
-                            Own = target(U#u.n),
-                            throng_bench_metrics:inc(msgs_received),
-                            throng_bench_metrics:target_inc(msgs_received, Own),
-                            throng_bench_metrics:observe(delivery, Latency),
-                            split_delivery(throng_xml:attr(<<"s">>, X), Own, Latency);
-                        _ -> ok
+                    case throng_xml:attr(<<"r">>, X) =:= maps:get(run, cfg()) of
+                        true -> received(X, U);
+                        %% sent by an earlier run (kept offline until now)
+                        false -> throng_bench_metrics:inc(msgs_stale)
                     end
             end
     end,
@@ -355,6 +346,19 @@ stanza(<<"iq">>, El, U) ->
 stanza(Name, _El, #u{step = Step}) when Step =/= online, Step =/= linger, Step =/= closing ->
     throw({fail, {unexpected, Step, Name}});
 stanza(_Name, _El, U) -> U.
+
+%% A chat message of this run: its delivery latency from its send time.
+received(X, U) ->
+    case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
+        T when is_integer(T) ->
+            Latency = throng_bench_metrics:now_us() - T,
+            Own = target(U#u.n),
+            throng_bench_metrics:inc(msgs_received),
+            throng_bench_metrics:target_inc(msgs_received, Own),
+            throng_bench_metrics:observe(delivery, Latency),
+            split_delivery(throng_xml:attr(<<"s">>, X), Own, Latency);
+        _ -> ok
+    end.
 
 after_tls(El, U) ->
     Cfg = cfg(),
