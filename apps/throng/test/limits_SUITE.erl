@@ -168,10 +168,12 @@ slow_reader_is_cut_off(_) ->
     ?C:send(B, ?C:presence([])),
     ?C:flush(B),
     ?C:pause(B),
+    Before = throng_metrics:value(send_timeouts_closed),
     A = login(<<"alice">>),
     Body = binary:copy(<<"w">>, 60000),
     [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, Body)) || _ <- lists:seq(1, 400)],
     throng_ct:wait_until(fun() -> throng_sm:resources({<<"bob">>, <<"localhost">>}) =:= [] end, 20000),
     throng_ct:wait_until(fun() -> throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>}) > 0 end, 5000),
+    ?assertEqual(Before + 1, throng_metrics:value(send_timeouts_closed)),
     R = ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).

@@ -262,9 +262,13 @@ send_out(State, D0) ->
             check_backlog(D);
         {ok, D} ->
             {next_state, State, D, throng_c2s_io:shaper_action(D)};
-        {error, _} ->
+        {error, Why} ->
+            count_close(Why),
             closed(State, D0#d{out = []})
     end.
+
+count_close(timeout) -> throng_metrics:incr(send_timeouts_closed);
+count_close(_) -> ok.
 
 %% A client that reads slower than stanzas come for it (but not so slow
 %% that a write times out) would make its session hold more and more: past

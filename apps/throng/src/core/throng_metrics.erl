@@ -78,6 +78,9 @@ metrics() ->
      m(slow_readers_closed, counter, "connections",
        "Connections closed because more than max_queued_stanzas or max_queued_bytes "
        "waited for a client that reads too slowly."),
+     m(send_timeouts_closed, counter, "connections",
+       "Connections closed because a write to the client did not finish within the "
+       "listener's send_timeout."),
      m(listener_full, counter, "times",
        "Times a listener with when_full: stop_listening closed its socket at "
        "max_connections."),
