@@ -119,6 +119,14 @@ table() ->
      ?M(throng_beam_io_bytes, counter, "bytes",
         "Bytes through ports (sockets, files), by direction."),
      ?M(throng_beam_uptime_seconds, gauge, "seconds", "Time since the node started."),
+     ?M(throng_beam_dist_nodes, gauge, "nodes",
+        "Nodes this node has a distribution connection to (cluster members, hidden "
+        "nodes such as admin commands)."),
+     ?M(throng_beam_dist_messages, counter, "messages",
+        "Distribution messages received (direction=in) and sent (out) over TCP "
+        "distribution connections, ticks included."),
+     ?M(throng_beam_dist_bytes, counter, "bytes",
+        "Bytes received and sent over TCP distribution connections."),
      %% Throng: what the server's tables hold, derived figures, the probes
      ?M(throng_listener_connections, gauge, "connections",
         "Client connections open, by listener (its index and port)."),
