@@ -21,7 +21,8 @@ all() ->
      prometheus_page_is_well_formed, connections_per_listener, auth_failures_counted,
      latency_probes_are_answered, basic_auth_when_configured, unknown_paths_and_methods,
      queue_alarm_registered_process, queue_alarm_suspended_session, ctl_stats_once,
-     stats_command_comes_and_goes, cli_stats_from_hidden_node, dashboard_renders_in_chromium,
+     stats_command_comes_and_goes, cli_stats_from_hidden_node, dist_traffic_counted,
+     dashboard_renders_in_chromium,
      half_sent_requests_do_not_starve, slowloris_closed_after_request_timeout,
      idle_keepalive_closed, keepalive_and_pipelining, bad_requests_answered_and_closed].
 
@@ -32,7 +33,8 @@ init_per_suite(Config) ->
 end_per_suite(_Config) ->
     ok.
 
-init_per_testcase(cli_stats_from_hidden_node = TC, Config) ->
+init_per_testcase(TC, Config) when TC =:= cli_stats_from_hidden_node;
+                                   TC =:= dist_traffic_counted ->
     %% Distribution must be up before Mnesia starts (its schema is per node name).
     case distribute() of
         {skip, _} = Skip -> Skip;
@@ -354,12 +356,18 @@ queue_alarm_suspended_session(_) ->
     ok = sys:suspend(Pid),
     [?C:send(A, ?C:message(?C:jid(B), <<"chat">>, integer_to_binary(I)))
      || I <- lists:seq(1, 4 * ?ALARM)],
-    alarm_everywhere(<<"throng_c2s:init/1">>, pid_bin(Pid)),
+    %% B's session may be younger than the sweep under way: found by the
+    %% next one, up to two sweeps (20 s) away.
+    alarm_everywhere(<<"throng_c2s:init/1">>, pid_bin(Pid), 25000),
     ok = sys:resume(Pid),
     [_ = ?C:recv_stanza(B) || _ <- lists:seq(1, 4 * ?ALARM)],
     alarm_cleared_everywhere().
 
 alarm_everywhere(Name, Pid) ->
+    alarm_everywhere(Name, Pid, ?WAIT_MS).
+
+alarm_everywhere(Name, Pid, WaitMs) ->
+    Deadline = erlang:monotonic_time(millisecond) + WaitMs,
     %% Exported as a metric, with the process among the longest queues...
     wait_for(fun() ->
                      P = metrics(),
@@ -367,7 +375,7 @@ alarm_everywhere(Name, Pid) ->
                          [L || {L, _} <- ?P:family(P, <<"throng_message_queue_top_length">>),
                                lists:member({<<"process">>, Name}, L),
                                lists:member({<<"pid">>, Pid}, L)] =/= []
-             end, "the alarm in /metrics"),
+             end, "the alarm in /metrics", Deadline),
     ?assert(?P:value(metrics(), <<"throng_message_queue_alarms_total">>) >= 1.0),
     %% ...in the JSON the page shows...
     #{<<"queues">> := Q, <<"chart">> := Chart} = stats(),
@@ -445,6 +453,45 @@ cli_stats_from_hidden_node(Config) ->
                                                "second; --once prints one snapshot\n")),
     ?assertNotEqual(nomatch, string:find(Help, "\n  gc                        Write Mnesia's log")),
     ok = file:write_file(filename:join(?config(priv_dir, Config), "cli_stats.txt"), Once).
+
+%% Messages to another node are counted as distribution traffic, and the
+%% totals do not fall back when that node's connection ends.
+dist_traffic_counted(_) ->
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), host => "127.0.0.1",
+                                         longnames => true}),
+    S0 = wait_for(fun() ->
+                          S = stats(),
+                          is_integer(V = series_value(S, <<"throng_beam_dist_nodes">>,
+                                                      <<"value">>))
+                              andalso V >= 1 andalso S
+                  end, "a distribution connection"),
+    Out0 = dist_messages(S0, <<"out">>),
+    In0 = dist_messages(S0, <<"in">>),
+    Bytes0 = series_value(S0, <<"throng_beam_dist_bytes">>, <<"value">>,
+                          #{<<"direction">> => <<"out">>}),
+    N = 500,
+    [true = erpc:call(Node, erlang, garbage_collect, [], 5000) || _ <- lists:seq(1, N)],
+    S1 = wait_for(fun() ->
+                          S = stats(),
+                          dist_messages(S, <<"out">>) >= Out0 + N andalso
+                              dist_messages(S, <<"in">>) >= In0 + N andalso S
+                  end, "the calls counted both ways"),
+    ?assert(series_value(S1, <<"throng_beam_dist_bytes">>, <<"value">>,
+                         #{<<"direction">> => <<"out">>}) > Bytes0),
+    Out1 = dist_messages(S1, <<"out">>),
+    ok = peer:stop(Peer),
+    S2 = wait_for(fun() ->
+                          S = stats(),
+                          series_value(S, <<"throng_beam_dist_nodes">>, <<"value">>) =:= 0
+                              andalso S
+                  end, "no distribution connection"),
+    ?assert(dist_messages(S2, <<"out">>) >= Out1),
+    M = metrics(),
+    ?assert(?P:value(M, <<"throng_beam_dist_messages_total">>, [{<<"direction">>, <<"out">>}])
+            >= Out1).
+
+dist_messages(S, Direction) ->
+    series_value(S, <<"throng_beam_dist_messages">>, <<"value">>, #{<<"direction">> => Direction}).
 
 distribute() ->
     case node() of
