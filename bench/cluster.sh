@@ -42,6 +42,9 @@
 #                   figures (the last row of the per-node table)
 #   CLUSTER_SHARED_PORT=1  also listen on the shared port 15222 with
 #                   reuse_port (SO_REUSEPORT) on every node
+#   NODE_FLAGS      extra emulator flags for the server nodes only (not the
+#                   load generator), e.g. NODE_FLAGS='+S 1' (passed in
+#                   ERL_ZFLAGS, after the release's vm.args)
 set -euo pipefail
 
 usage() { echo "usage: $0 NODES USERS [CONTACTS] [ITERATIONS]" >&2; exit 2; }
@@ -104,7 +107,8 @@ node_port() { echo $((15300 + $1)); }
 node_cmd() {
     local i=$1; shift
     env THRONG_NODE="$(node_name "$i")" THRONG_RUN_DIR="$work/node$i" \
-        THRONG_CONFIG="$work/node$i/throng.yml" "$rel" "$@"
+        THRONG_CONFIG="$work/node$i/throng.yml" \
+        ERL_ZFLAGS="${ERL_ZFLAGS:-} ${NODE_FLAGS:-}" "$rel" "$@"
 }
 
 started=()
@@ -247,6 +251,14 @@ done
 # Settle before the run samples the starting RSS (bench_throng.sh does the same).
 for i in "${started[@]}"; do node_cmd "$i" gc >/dev/null; done
 sleep 5
+
+# How this run was made, beside its results.
+{
+    echo "command: bench/cluster.sh $nodes $users $contacts $iterations"
+    echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "RATE=$rate HOLD=$hold LENGTH=$length DB_NODE=${DB_NODE:-shared}" \
+         "CLUSTER_JOIN=${CLUSTER_JOIN:-1} NODE_FLAGS='${NODE_FLAGS:-}'"
+} > "$out/settings.txt"
 
 # Each node's own view at the plateau (every user online), in the background.
 arrivals=$(( (users + rate - 1) / rate ))
