@@ -58,6 +58,7 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     Port = list_to_integer(PortStr),
     Settle = list_to_integer(SettleStr),
     pong = net_adm:ping(Node),
+    {ok, _} = application:ensure_all_started(ssl),
     %% allocators/0 runs on the server node: load this module there.
     {Mod, Bin, File} = code:get_object_code(?MODULE),
     {module, Mod} = rpc:call(Node, code, load_binary, [Mod, File, Bin]),
@@ -92,6 +93,9 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     io:format("~n== memory per session (N = ~b) ==~n", [N]),
     [io:format("  ~-22s ~8.1f bytes~n", [K, PerSession(K)])
      || K <- [rss, beam_total, processes, ets, binary, system]],
+    %% What the BEAM does not account for: libraries' own malloc (OpenSSL's
+    %% per-connection state under TLS), allocator and page overhead.
+    io:format("  ~-22s ~8.1f bytes~n", [outside_beam, PerSession(rss) - PerSession(beam_total)]),
     Pid = session_pid(Node),
     C2S = rpc:call(Node, erlang, process_info, [Pid, [memory, total_heap_size, message_queue_len,
                                                       binary, links]]),
@@ -109,7 +113,14 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     print_top_processes(Node),
     io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
               [PerSession(rss), N, Sessions]),
-    [gen_tcp:close(S) || {S, _} <- Clients],
+    %% MEMBENCH_HOLD=Seconds: keep the sessions that long after measuring
+    %% (to inspect the server by hand: gdb, /proc/PID/smaps).
+    case os:getenv("MEMBENCH_HOLD") of
+        false -> ok;
+        Hold -> io:format("holding the sessions ~s s~n", [Hold]),
+                timer:sleep(list_to_integer(Hold) * 1000)
+    end,
+    [close(S) || {S, _} <- Clients],
     halt(0).
 
 %% The largest processes of the server node: a per-session figure that
@@ -157,6 +168,9 @@ settle(Node, Seconds) ->
     _ = rpc:call(Node, erlang, garbage_collect, []),
     [rpc:call(Node, erlang, garbage_collect, [P])
      || P <- rpc:call(Node, erlang, processes, [])],
+    %% Free C heap pages back to the OS in both samples alike (a release
+    %% without the TLS NIF answers badrpc: nothing to trim there).
+    _ = rpc:call(Node, throng_tls_nif, trim, []),
     timer:sleep(1000).
 
 sample(Node, OsPid) ->
@@ -212,26 +226,46 @@ batches(Users, Port, Self, W, Acc) ->
 
 client(Parent, Port, I, Kind) ->
     User = <<"user", (integer_to_binary(I))/binary>>,
-    {ok, S} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {nodelay, true}]),
+    {ok, T} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {nodelay, true}]),
+    S = secure(os:getenv("MEMBENCH_TLS"), T),
     Auth = base64:encode(<<0, User/binary, 0, "password">>),
-    ok = gen_tcp:send(S, [?HDR, "<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
-                          Auth, "</auth>"]),
+    ok = send(S, [?HDR, "<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
+                  Auth, "</auth>"]),
     ok = wait_for(S, <<"<success">>),
     Roster = case Kind of
                  idle -> [];
                  _ -> "<iq type='get' id='r'><query xmlns='jabber:iq:roster'/></iq>"
              end,
-    ok = gen_tcp:send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
-                          "<resource>bench</resource></bind></iq>", Roster, "<presence/>"]),
+    ok = send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
+                  "<resource>bench</resource></bind></iq>", Roster, "<presence/>"]),
     ok = wait_for(S, <<"id='b'">>),
     Parent ! {ready, self(), S, Kind},
-    ok = gen_tcp:controlling_process(S, Parent).
+    ok = controlling_process(S, Parent).
+
+%% MEMBENCH_TLS=starttls: the stream is secured with STARTTLS first (OTP
+%% ssl on the client side, TLS 1.2 or 1.3, no certificate check: the
+%% server's is self-signed).
+secure(false, T) -> {gen_tcp, T};
+secure("", T) -> {gen_tcp, T};
+secure("starttls", T) ->
+    ok = gen_tcp:send(T, [?HDR]),
+    ok = wait_for({gen_tcp, T}, <<"</stream:features>">>),
+    ok = gen_tcp:send(T, "<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"),
+    ok = wait_for({gen_tcp, T}, <<"<proceed">>),
+    {ok, S} = ssl:connect(T, [{verify, verify_none}, {versions, ['tlsv1.3', 'tlsv1.2']},
+                              {active, false}], 30000),
+    {ssl, S}.
+
+send({M, S}, Data) -> M:send(S, Data).
+recv({M, S}, Len, Timeout) -> M:recv(S, Len, Timeout).
+close({M, S}) -> M:close(S).
+controlling_process({M, S}, Pid) -> M:controlling_process(S, Pid).
 
 wait_for(S, Pattern) -> wait_for(S, Pattern, <<>>).
 wait_for(S, Pattern, Buf) ->
     case binary:match(Buf, Pattern) of
         nomatch ->
-            case gen_tcp:recv(S, 0, 30000) of
+            case recv(S, 0, 30000) of
                 {ok, Data} -> wait_for(S, Pattern, <<(tail(Buf))/binary, Data/binary>>);
                 {error, Why} -> exit({recv, Why})
             end;
@@ -249,7 +283,7 @@ chat(Clients) ->
     [begin
          To = [<<"user", (integer_to_binary(((I + D - 1) rem N) + 1))/binary, "@localhost">>
                || D <- [1, 2, 3]],
-         gen_tcp:send(S, [["<message type='chat' to='", T, "'><body>hello from the memory bench</body></message>"]
+         send(S, [["<message type='chat' to='", T, "'><body>hello from the memory bench</body></message>"]
                           || T <- To])
      end || {S, I} <- Active],
     timer:sleep(2000),
@@ -257,7 +291,7 @@ chat(Clients) ->
     ok.
 
 drain(S) ->
-    case gen_tcp:recv(S, 0, 0) of
+    case recv(S, 0, 0) of
         {ok, _} -> drain(S);
         _ -> ok
     end.

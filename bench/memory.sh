@@ -3,8 +3,12 @@
 # RSS with the same N users registered but offline) / N. Users have
 # 18-contact mutual rosters; the client mix is the Erlang'07 study's.
 #
-#   [EXTRA_CONFIG="yaml lines"] [ITERATIONS=4096] bench/memory.sh [N]        (default 15000; N must stay below ~19,000
-#                               because one load process holds every socket)
+#   [EXTRA_CONFIG="yaml lines"] [ITERATIONS=4096] [TLS=starttls] bench/memory.sh [N]
+#       (default 15000; N must stay below ~19,000 because one load process
+#       holds every socket)
+#
+# TLS=starttls: every client secures its stream with STARTTLS (the
+# listener requires it; OTP ssl on the client side, in the load VM).
 #
 # Starts its own Throng node from the release (make release) with a fresh
 # data directory on port 25222, so it does not touch a running server.
@@ -23,7 +27,7 @@ data_dir: "$WORK/data"
 loglevel: warning
 listen:
   - port: $PORT
-    starttls: disabled
+    starttls: $( [ "${TLS:-}" = starttls ] && echo required || echo disabled )
 ${LISTEN_EXTRA:-}
 stats:
   port: 0
@@ -40,5 +44,5 @@ erlc -o "$WORK" "$ROOT/bench/membench.erl"
 # membench reads /proc with throng_lib's throng_proc_sample.
 # (This checkout's build first: the release measured may be older than throng_lib.)
 LIB=$(ls -d "$ROOT"/_build/default/lib/throng_lib/ebin "$REL"/lib/throng_lib-*/ebin 2>/dev/null | head -n 1)
-erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" -pa "$LIB" \
+MEMBENCH_TLS="${TLS:-}" erl -noshell -name membench@127.0.0.1 -setcookie "$(cat "$WORK/cookie")" -pa "$WORK" -pa "$LIB" \
     -eval "membench:main([\"$THRONG_NODE\", \"$BEAM_PID\", \"$N\", \"$PORT\", \"$SETTLE\"])"

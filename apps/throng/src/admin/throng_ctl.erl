@@ -96,8 +96,8 @@ builtin() ->
       "PBKDF2 rounds (default auth.scram_iterations), for load tests"},
      {"accounts", "DOMAIN", "Count the accounts of a domain"},
      {"counters", "", "Print the server's counters (name value), e.g. for scripts"},
-     {"gc", "", "Write Mnesia's log into its tables and garbage-collect every process "
-      "(before a memory measurement)"}].
+     {"gc", "", "Write Mnesia's log into its tables, garbage-collect every process and "
+      "return the C heap's free pages to the OS (before a memory measurement)"}].
 
 -spec run(string(), [string()]) -> result().
 run("status", []) ->
@@ -174,6 +174,7 @@ run("gc", []) ->
     Before = erlang:memory(total),
     _ = mnesia:dump_log(),
     _ = [erlang:garbage_collect(P) || P <- processes()],
+    ok = throng_tls_nif:trim(),
     After = erlang:memory(total),
     {?OK, io_lib:format("memory ~.1f MB -> ~.1f MB~n", [Before / 1048576, After / 1048576])};
 run("accounts", [S]) ->

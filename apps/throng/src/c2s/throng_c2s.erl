@@ -181,7 +181,12 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
     case Msg of
         {DataTag, _, Bin} ->
             case throng_transport:decode(Sock, Bin) of
-                {ok, Data} ->
+                {ok, Data, Sock1} ->
+                    data(Data, State, D#d{sock = Sock1});
+                {closed, Data} ->
+                    %% TLS close_notify (answered): what came before it is
+                    %% handled, then the connection ends as if TCP closed.
+                    self() ! {Closed, throng_transport:port(Sock)},
                     data(Data, State, D);
                 {error, Why} ->
                     %% A failed TLS handshake after <proceed/>: what the

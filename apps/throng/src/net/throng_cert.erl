@@ -1,8 +1,9 @@
 %% @doc The certificate for STARTTLS. With no certfile configured, a
 %% self-signed certificate for the configured hosts is generated in
 %% DATA_DIR/tls on first start (with the openssl command) and reused after.
-%% fast_tls wants the certificate chain and the key in one PEM file, so a
-%% configured certfile/keyfile pair is combined into DATA_DIR/tls/server.pem.
+%% The TLS context (throng_tls_nif) reads the certificate chain and the key
+%% from one PEM file, so a configured certfile/keyfile pair is combined
+%% into DATA_DIR/tls/server.pem.
 -module(throng_cert).
 
 -export([ensure/0, certfile/0]).
@@ -22,7 +23,7 @@ ensure() ->
         {error, _} = E -> E
     end.
 
-%% @doc The PEM file (certificate chain and key) given to fast_tls.
+%% @doc The PEM file (certificate chain and key) the TLS context is made from.
 -spec certfile() -> file:filename().
 certfile() ->
     persistent_term:get({?MODULE, file}).

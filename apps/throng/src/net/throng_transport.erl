@@ -35,7 +35,9 @@
 %% Upgrade to another transport on the same connection (STARTTLS): the
 %% server side of the handshake runs as data arrives through decode/2.
 -callback upgrade(socket(), Into :: module(), Opts :: list()) -> {ok, socket()} | {error, term()}.
--callback decode(socket(), binary()) -> {ok, binary()} | {error, term()}.
+%% `{closed, Data}': the peer ended the stream inside the transport (TLS
+%% close_notify) after Data.
+-callback decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
 %% A transport that can run over an accepted TCP port (TLS): what a TCP
 %% socket's upgrade/3 calls.
 -callback over_tcp(port(), list()) -> {ok, socket()} | {error, term()}.
@@ -89,8 +91,11 @@ close({Mod, _, _} = S) -> Mod:close(S).
 -spec upgrade(socket(), module(), list()) -> {ok, socket()} | {error, term()}.
 upgrade({Mod, _, _} = S, Into, Opts) -> Mod:upgrade(S, Into, Opts).
 
-%% @doc Turns bytes read from the socket into application data.
--spec decode(socket(), binary()) -> {ok, binary()} | {error, term()}.
+%% @doc Turns bytes read from the socket into application data, and
+%% returns the socket's next state (a TLS socket's record layer moves on):
+%% the caller keeps using that one. `{closed, Data}': Data is the last
+%% the peer sends (TLS close_notify).
+-spec decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
 decode({Mod, _, _} = S, Data) -> Mod:decode(S, Data).
 
 %% @doc The port whose messages carry this socket's data.

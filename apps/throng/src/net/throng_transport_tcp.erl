@@ -45,5 +45,5 @@ upgrade({_, S, _}, Into, Opts) ->
         false -> {error, {cannot_upgrade, ?MODULE, Into}}
     end.
 
--spec decode(throng_transport:socket(), binary()) -> {ok, binary()}.
-decode(_Sock, Data) -> {ok, Data}.
+-spec decode(throng_transport:socket(), binary()) -> {ok, binary(), throng_transport:socket()}.
+decode(Sock, Data) -> {ok, Data, Sock}.

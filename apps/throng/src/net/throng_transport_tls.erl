@@ -1,6 +1,9 @@
-%% @doc TLS over a TCP connection (fast_tls: OpenSSL in a NIF, no extra
-%% process). The TCP port still delivers the (encrypted) data messages; the
-%% owner decrypts them with decode/2, which also drives the handshake.
+%% @doc TLS over a TCP connection: the handshake in OpenSSL
+%% ({@link throng_tls_nif}), the records after it in Erlang
+%% ({@link throng_tls_record}), so that an established connection holds no
+%% OpenSSL state (docs/tls.md). The TCP port still delivers the encrypted
+%% bytes; the owner turns them into application data with decode/2, which
+%% also drives the handshake and returns the socket's next state.
 -module(throng_transport_tls).
 -behaviour(throng_transport).
 
@@ -8,13 +11,42 @@
          peername/1, close/1, upgrade/3, decode/2]).
 -export([over_tcp/2]).
 
-%% @doc Server-side TLS on an accepted TCP port (Opts: fast_tls options,
-%% e.g. [{certfile, File}]).
+%% The socket's state: handshaking, or the record layer and the RFC 9266
+%% tls-exporter value (channel binding; undefined for TLS 1.2 without the
+%% extended master secret). Nothing else of the handshake is kept: every
+%% word here is a word of every idle session.
+-type state() :: {handshake, throng_tls_nif:conn()} |
+                 {established, throng_tls_record:state(), Exporter :: binary() | undefined}.
+-export_type([state/0]).
+
+%% @doc Server-side TLS on an accepted TCP port. Opts: `{certfile, File}'
+%% (a PEM file with the chain and the key).
 -spec over_tcp(port(), list()) -> {ok, throng_transport:socket()} | {error, term()}.
 over_tcp(Port, Opts) ->
-    case fast_tls:tcp_to_tls(Port, Opts) of
-        {ok, TLS} -> {ok, {?MODULE, Port, TLS}};
-        {error, _} = E -> E
+    {certfile, File} = lists:keyfind(certfile, 1, Opts),
+    case context(File) of
+        {ok, Ctx} ->
+            case throng_tls_nif:conn_new(Ctx) of
+                {error, _} = E -> E;
+                Conn -> {ok, {?MODULE, Port, {handshake, Conn}}}
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+%% The server context for a certificate file, made once and kept
+%% (persistent_term) while the node runs.
+-spec context(file:filename_all()) -> {ok, throng_tls_nif:ctx()} | {error, term()}.
+context(File) ->
+    Key = {?MODULE, ctx, File},
+    case persistent_term:get(Key, undefined) of
+        undefined ->
+            case throng_tls_nif:ctx_new(File) of
+                {ok, Ctx} -> persistent_term:put(Key, Ctx), {ok, Ctx};
+                {error, Why} -> {error, {certificate, Why}}
+            end;
+        Ctx ->
+            {ok, Ctx}
     end.
 
 %% @doc Listening is plain TCP; TLS starts per connection (direct TLS
@@ -29,7 +61,10 @@ accept(_LSock) -> {error, not_supported}.
 messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
 
 -spec send(throng_transport:socket(), iodata()) -> ok | {error, term()}.
-send({_, _, TLS}, Data) -> fast_tls:send(TLS, iolist_to_binary(Data)).
+send({_, Port, {established, Rec, _}}, Data) ->
+    gen_tcp:send(Port, throng_tls_record:seal(Data, Rec));
+send({_, _, {handshake, _}}, _Data) ->
+    {error, handshake_not_finished}.
 
 %% Socket options, ownership and the peer are the TCP port's.
 -spec setopts(throng_transport:socket(), [gen_tcp:option()]) -> ok | {error, term()}.
@@ -42,11 +77,56 @@ controlling_process(Sock, Pid) -> throng_transport_tcp:controlling_process(Sock,
     {ok, {inet:ip_address(), inet:port_number()}} | {error, term()}.
 peername(Sock) -> throng_transport_tcp:peername(Sock).
 
+%% @doc Sends close_notify when the handshake is over, then closes.
 -spec close(throng_transport:socket()) -> ok.
-close({_, _, TLS}) -> _ = fast_tls:close(TLS), ok.
+close({_, Port, {established, Rec, _}}) ->
+    _ = gen_tcp:send(Port, throng_tls_record:close_notify(Rec)),
+    gen_tcp:close(Port);
+close({_, Port, _}) ->
+    gen_tcp:close(Port).
 
 -spec upgrade(throng_transport:socket(), module(), list()) -> {error, term()}.
 upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
 
--spec decode(throng_transport:socket(), binary()) -> {ok, binary()} | {error, term()}.
-decode({_, _, TLS}, Data) -> fast_tls:recv_data(TLS, Data).
+%% @doc Bytes read from the socket: during the handshake its next step
+%% (whatever OpenSSL answers is sent here), after it the application data
+%% of the records; `{closed, Data}' with the peer's close_notify (ours is
+%% sent): Data came before it, and nothing more will.
+-spec decode(throng_transport:socket(), binary()) ->
+    {ok, binary(), throng_transport:socket()} | {closed, binary()} | {error, term()}.
+decode({Mod, Port, {handshake, Conn}}, Data) ->
+    case throng_tls_nif:handshake(Conn, Data) of
+        {more, Out} ->
+            case out(Port, Out) of
+                ok -> {ok, <<>>, {Mod, Port, {handshake, Conn}}};
+                {error, _} = E -> E
+            end;
+        {done, Out, Info, Rest} ->
+            Rec = throng_tls_record:new(Info),
+            Exporter = maps:get(exporter, Info),
+            case out(Port, Out) of
+                ok -> decode({Mod, Port, {established, Rec, Exporter}}, Rest);
+                {error, _} = E -> E
+            end;
+        {error, Why, Out} ->
+            _ = out(Port, Out),
+            {error, {handshake, Why}}
+    end;
+decode({Mod, Port, {established, Rec, Exporter}}, Data) ->
+    case throng_tls_record:open(Data, Rec) of
+        {ok, Plain, Out, Rec1} ->
+            case out(Port, Out) of
+                ok -> {ok, Plain, {Mod, Port, {established, Rec1, Exporter}}};
+                {error, _} = E -> E
+            end;
+        {closed, Plain, Out} ->
+            _ = out(Port, Out),
+            {closed, Plain};
+        {error, Why, Out} ->
+            _ = out(Port, Out),
+            {error, Why}
+    end.
+
+out(_Port, <<>>) -> ok;
+out(_Port, []) -> ok;
+out(Port, Out) -> gen_tcp:send(Port, Out).

@@ -1,0 +1,60 @@
+%% @doc The TLS handshake NIF (c_src/throng_tls_nif.c, over Debian's
+%% libssl): OpenSSL runs the handshake, then hands over the negotiated keys
+%% and frees its per-connection state; the records after it are
+%% {@link throng_tls_record}'s.
+-module(throng_tls_nif).
+
+-export([ctx_new/1, conn_new/1, handshake/2, trim/0]).
+
+-on_load(load/0).
+
+-type ctx() :: reference().
+-type conn() :: reference().
+%% What a finished handshake leaves: the version and cipher suite (its
+%% standard name), the secrets the record keys derive from (TLS 1.3: the
+%% application traffic secrets; TLS 1.2: the master secret and the hello
+%% randoms), how many records the server already wrote under the new write
+%% key (TLS 1.3 session tickets), the RFC 9266 exporter value for channel
+%% binding, the ALPN protocol and the SNI host name the client sent.
+-type info() :: #{version := tls12 | tls13, cipher := atom(),
+                  client_secret => binary(), server_secret => binary(),
+                  write_records => non_neg_integer(),
+                  master_secret => binary(), client_random => binary(),
+                  server_random => binary(),
+                  exporter := binary() | undefined, alpn := binary() | undefined,
+                  sni := binary() | undefined}.
+-export_type([ctx/0, conn/0, info/0]).
+
+load() ->
+    Dir = case code:priv_dir(throng) of
+              {error, bad_name} ->
+                  filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv");
+              D -> D
+          end,
+    erlang:load_nif(filename:join(Dir, "throng_tls_nif"), 0).
+
+%% @doc A server context from a PEM file holding the certificate chain and
+%% its private key: TLS 1.2 and 1.3, AEAD suites with forward secrecy,
+%% no compression, no renegotiation, stateless session tickets.
+-spec ctx_new(file:filename_all()) -> {ok, ctx()} | {error, string()}.
+ctx_new(_CertFile) -> erlang:nif_error(not_loaded).
+
+%% @doc A new server-side connection, waiting for the ClientHello.
+-spec conn_new(ctx()) -> conn() | {error, string()}.
+conn_new(_Ctx) -> erlang:nif_error(not_loaded).
+
+%% @doc Feeds the bytes read from the peer to the handshake: `Out' is what
+%% to send to the peer; on `done', `Rest' is what the peer sent after its
+%% Finished (records for the record layer) and the connection holds no
+%% OpenSSL state any more. On `error' Out may hold the alert to send.
+-spec handshake(conn(), binary()) ->
+    {more, Out :: binary()} | {done, Out :: binary(), info(), Rest :: binary()} |
+    {error, string(), Out :: binary()}.
+handshake(_Conn, _Bytes) -> erlang:nif_error(not_loaded).
+
+%% @doc Returns the free pages of the C heap (glibc's arenas) to the OS:
+%% what OpenSSL and other libraries freed but glibc kept. The handshake
+%% does it itself every 256 handshakes; `bin/throng gc' before a
+%% measurement.
+-spec trim() -> ok.
+trim() -> erlang:nif_error(not_loaded).

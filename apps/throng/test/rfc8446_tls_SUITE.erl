@@ -1,0 +1,327 @@
+%% TLS 1.3 (RFC 8446) and TLS 1.2 (RFC 5246, AEAD suites of RFC 5288 and
+%% RFC 7905) as Throng serves them: the handshake in the throng_tls_nif
+%% NIF, the records in throng_tls_record. The peer is an independent
+%% implementation, OTP's ssl, over real sockets: a wrong key, nonce or
+%% sequence number anywhere fails its decryption.
+-module(rfc8446_tls_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("eunit/include/eunit.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+all() ->
+    [tls13_each_suite, tls12_each_suite_rsa, tls12_each_suite_ecdsa, large_data_both_ways,
+     byte_by_byte, key_update_write, key_update_read_write, close_notify_both_ways,
+     tampered_record_is_fatal, old_versions_refused, cbc_suites_refused,
+     renegotiation_refused, alpn_and_exporter, resumption_with_ticket, no_openssl_state_after_handshake].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(ssl),
+    Dir = ?config(priv_dir, Config),
+    Rsa = filename:join(Dir, "rsa.pem"),
+    Ec = filename:join(Dir, "ec.pem"),
+    ok = make_cert(Dir, "rsa", ["-newkey", "rsa:2048"], Rsa),
+    ok = make_cert(Dir, "ec", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"], Ec),
+    [{rsa, Rsa}, {ec, Ec} | Config].
+
+end_per_suite(_Config) ->
+    ok.
+
+make_cert(Dir, Name, KeyArgs, Pem) ->
+    Key = filename:join(Dir, Name ++ ".key"),
+    Crt = filename:join(Dir, Name ++ ".crt"),
+    Cmd = lists:flatten(["openssl req -x509 -nodes -days 2 -subj /CN=localhost ",
+                         lists:join(" ", KeyArgs), " -keyout ", Key, " -out ", Crt, " 2>&1"]),
+    _ = os:cmd(Cmd),
+    {ok, K} = file:read_file(Key),
+    {ok, C} = file:read_file(Crt),
+    file:write_file(Pem, [C, K]).
+
+%%% Cases
+
+tls13_each_suite(Config) ->
+    ?assertEqual(3, length(suites('tlsv1.3'))),
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, ['tlsv1.3']}, {ciphers, [Suite]}]),
+         {ok, [{protocol, 'tlsv1.3'}, {selected_cipher_suite, Selected}]} =
+             ssl:connection_information(C, [protocol, selected_cipher_suite]),
+         ?assertEqual(Suite, Selected),
+         echo(C, S, <<"hello over ", (atom_to_binary(maps:get(cipher, Suite)))/binary>>),
+         stop(C, S)
+     end || Suite <- suites('tlsv1.3')],
+    ok.
+
+tls12_each_suite_rsa(Config) ->
+    each_tls12(Config, rsa, rsa).
+
+tls12_each_suite_ecdsa(Config) ->
+    each_tls12(Config, ec, ecdsa).
+
+each_tls12(Config, Cert, KeyExchange) ->
+    Suites = [S || #{key_exchange := ecdhe_rsa} = S <- suites('tlsv1.2'), KeyExchange =:= rsa] ++
+             [S || #{key_exchange := ecdhe_ecdsa} = S <- suites('tlsv1.2'), KeyExchange =:= ecdsa],
+    ?assertEqual(3, length(Suites)),
+    [begin
+         {C, S} = connect(Config, Cert, [{versions, ['tlsv1.2']}, {ciphers, [Suite]}]),
+         {ok, [{protocol, 'tlsv1.2'}, {selected_cipher_suite, Suite}]} =
+             ssl:connection_information(C, [protocol, selected_cipher_suite]),
+         echo(C, S, <<"twelve">>),
+         echo(C, S, <<"and again">>),
+         stop(C, S)
+     end || Suite <- Suites],
+    ok.
+
+%% More than a record's worth each way, so records are split and joined.
+large_data_both_ways(Config) ->
+    Big = crypto:strong_rand_bytes(100000),
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, [V]}]),
+         echo(C, S, Big),
+         stop(C, S)
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
+    ok.
+
+%% The server gets the handshake and the records one byte at a time.
+byte_by_byte(Config) ->
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, [V]}], #{chunk => 1}),
+         echo(C, S, <<"one byte at a time">>),
+         stop(C, S)
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
+    ok.
+
+%% RFC 8446 §4.6.3: the client updates its sending key...
+key_update_write(Config) ->
+    key_updates(Config, write).
+
+%% ...and asks the server to update its own (update_requested).
+key_update_read_write(Config) ->
+    key_updates(Config, read_write).
+
+key_updates(Config, Type) ->
+    {C, S} = connect(Config, rsa, [{versions, ['tlsv1.3']}]),
+    echo(C, S, <<"before">>),
+    [begin
+         ok = ssl:update_keys(C, Type),
+         echo(C, S, <<"after update ", (integer_to_binary(I))/binary>>)
+     end || I <- [1, 2]],
+    stop(C, S).
+
+%% The client's close_notify ends the server's reading, and is answered.
+close_notify_both_ways(Config) ->
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, [V]}]),
+         echo(C, S, <<"bye soon">>),
+         %% A downgrade waits for the peer's close_notify: it returns the
+         %% TCP socket only if the server answered.
+         ?assertMatch({ok, _}, ssl:close(C, {self(), 5000})),
+         ?assertEqual(closed, server_result(S))
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
+    ok.
+
+%% A record changed on the wire: bad_record_mac, fatal, the alert is sent.
+tampered_record_is_fatal(Config) ->
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, [V]}], #{tamper => true}),
+         ok = ssl:send(C, <<"this record is changed on its way">>),
+         ?assertEqual({error, {alert, bad_record_mac}}, server_result(S)),
+         ?assertMatch({error, _}, ssl:recv(C, 0, 5000))
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
+    ok.
+
+%% TLS 1.0 and 1.1 are refused.
+old_versions_refused(Config) ->
+    [begin
+         {Result, S} = try_connect(Config, rsa, [{versions, [V]}, {ciphers, ssl:cipher_suites(all, V)}]),
+         ?assertMatch({error, _}, Result),
+         ?assertMatch({error, {handshake, _}}, server_result(S))
+     end || V <- ['tlsv1.1', 'tlsv1']],
+    ok.
+
+%% CBC suites (and anything without forward secrecy) are not offered.
+cbc_suites_refused(Config) ->
+    Cbc = [S || #{cipher := Ci} = S <- ssl:cipher_suites(all, 'tlsv1.2'),
+                lists:member(Ci, [aes_128_cbc, aes_256_cbc])],
+    {Result, S} = try_connect(Config, rsa, [{versions, ['tlsv1.2']}, {ciphers, Cbc}]),
+    ?assertMatch({error, _}, Result),
+    ?assertMatch({error, {handshake, _}}, server_result(S)).
+
+%% RFC 5746: a TLS 1.2 client's renegotiation is refused with a warning,
+%% and the connection goes on under its keys.
+renegotiation_refused(Config) ->
+    {C, S} = connect(Config, rsa, [{versions, ['tlsv1.2']}]),
+    echo(C, S, <<"before">>),
+    ?assertMatch({error, _}, ssl:renegotiate(C)),
+    stop(C, S).
+
+%% XEP-0368: ALPN xmpp-client is selected. The socket keeps the RFC 9266
+%% tls-exporter value (channel binding) and nothing else of the handshake:
+%% the value the client computes (openssl s_client -keymatexport; its
+%% input stays open a second, so it closes after the handshake is seen).
+alpn_and_exporter(Config) ->
+    [begin
+         {Port, S} = server(Config, rsa, #{}),
+         Out = os:cmd("sleep 1 | timeout 20 openssl s_client -connect 127.0.0.1:" ++
+                          integer_to_list(Port) ++ " " ++ Flag ++
+                          " -alpn xmpp-client -keymatexport EXPORTER-Channel-Binding"
+                          " -keymatexportlen 32 2>&1"),
+         ct:log("~s~n~s", [Flag, Out]),
+         {match, [Hex]} = re:run(Out, "Keying material: ([0-9A-F]+)", [{capture, all_but_first, binary}]),
+         ?assertEqual(binary:decode_hex(Hex), server_exporter(S)),
+         ?assertMatch({match, _}, re:run(Out, "ALPN protocol: xmpp-client"))
+     end || Flag <- ["-tls1_3", "-tls1_2"]],
+    ok.
+
+%% TLS 1.3 tickets: a second connection resumes (no certificate, no
+%% signature), and its records still line up.
+resumption_with_ticket(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, auto}],
+    {C1, S1} = connect(Config, rsa, Opts),
+    echo(C1, S1, <<"first">>),
+    timer:sleep(200),    % the tickets reach the client's ticket store
+    stop(C1, S1),
+    {C2, S2} = connect(Config, rsa, Opts),
+    ?assertEqual({ok, [{session_resumption, true}]},
+                 ssl:connection_information(C2, [session_resumption])),
+    echo(C2, S2, <<"resumed">>),
+    stop(C2, S2).
+
+%% After the handshake the connection holds no OpenSSL object: the NIF
+%% refuses another handshake step, and the socket's state is the record
+%% layer's small term.
+no_openssl_state_after_handshake(Config) ->
+    {C, S} = connect(Config, rsa, [{versions, ['tlsv1.3']}]),
+    echo(C, S, <<"x">>),
+    {_, _, {established, Rec, _Info}} = Sock = server_sock(S),
+    ?assert(erts_debug:flat_size(Rec) < 100),
+    {handshake, Conn} = {handshake, server_conn(S)},
+    ?assertMatch({error, _, _}, throng_tls_nif:handshake(Conn, <<>>)),
+    _ = Sock,
+    stop(C, S).
+
+%%% The server side: Throng's transport on an accepted TCP socket, echoing
+%%% the application data it decodes.
+
+suites('tlsv1.3') ->
+    [S || #{key_exchange := any, cipher := Ci} = S <- ssl:cipher_suites(default, 'tlsv1.3'),
+          lists:member(Ci, [aes_128_gcm, aes_256_gcm, chacha20_poly1305])];
+suites('tlsv1.2') ->
+    [S || #{cipher := Ci, key_exchange := KX} = S <- ssl:cipher_suites(default, 'tlsv1.2'),
+          lists:member(Ci, [aes_128_gcm, aes_256_gcm, chacha20_poly1305]),
+          lists:member(KX, [ecdhe_rsa, ecdhe_ecdsa])].
+
+connect(Config, Cert, ClientOpts) ->
+    connect(Config, Cert, ClientOpts, #{}).
+
+connect(Config, Cert, ClientOpts, ServerOpts) ->
+    {{ok, C}, S} = try_connect(Config, Cert, ClientOpts, ServerOpts),
+    {C, S}.
+
+try_connect(Config, Cert, ClientOpts) ->
+    try_connect(Config, Cert, ClientOpts, #{}).
+
+try_connect(Config, Cert, ClientOpts, ServerOpts) ->
+    {Port, S} = server(Config, Cert, ServerOpts),
+    Result = ssl:connect("localhost", Port, [binary, {active, false}, {verify, verify_none}
+                                             | ClientOpts], 10000),
+    {Result, S}.
+
+%% A one-connection server on a fresh port.
+server(Config, Cert, ServerOpts) ->
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {reuseaddr, true}]),
+    {ok, Port} = inet:port(L),
+    Self = self(),
+    {Port, spawn_link(fun() -> server(Self, L, ?config(Cert, Config), ServerOpts) end)}.
+
+server(Parent, L, CertFile, Opts) ->
+    {ok, T} = gen_tcp:accept(L),
+    gen_tcp:close(L),
+    {ok, {throng_transport_tls, T, {handshake, Conn}} = Sock} =
+        throng_transport_tls:over_tcp(T, [{certfile, CertFile}]),
+    put(conn, Conn),
+    serve(Parent, Sock, Opts).
+
+serve(Parent, Sock, Opts) ->
+    Port = throng_transport:port(Sock),
+    receive
+        {sock, From} -> From ! {sock, Sock, get(conn)}, serve(Parent, Sock, Opts);
+        stop -> throng_transport:close(Sock)
+    after 0 ->
+        case gen_tcp:recv(Port, 0, 100) of
+            {ok, Bytes} ->
+                Established = element(1, element(3, Sock)) =:= established,
+                Bytes1 = case maps:get(tamper, Opts, false) andalso Established of
+                             true -> tamper(Bytes);
+                             false -> Bytes
+                         end,
+                case feed(Sock, Bytes1, maps:get(chunk, Opts, byte_size(Bytes1))) of
+                    {ok, Plain, Sock1} ->
+                        report_exporter(Parent, Sock1),
+                        _ = Plain =:= <<>> orelse throng_transport:send(Sock1, Plain),
+                        serve(Parent, Sock1, Opts);
+                    {closed, _} ->
+                        Parent ! {result, self(), closed},
+                        gen_tcp:close(Port);
+                    {error, _} = E ->
+                        Parent ! {result, self(), E},
+                        gen_tcp:close(Port)
+                end;
+            {error, timeout} ->
+                serve(Parent, Sock, Opts);
+            {error, Why} ->
+                Parent ! {result, self(), {error, {tcp, Why}}}
+        end
+    end.
+
+%% Feeds the bytes to decode/2 in chunks of N.
+feed(Sock, Bytes, N) -> feed(Sock, Bytes, N, []).
+feed(Sock, <<>>, _N, Acc) -> {ok, iolist_to_binary(lists:reverse(Acc)), Sock};
+feed(Sock, Bytes, N, Acc) ->
+    K = min(N, byte_size(Bytes)),
+    <<Chunk:K/binary, Rest/binary>> = Bytes,
+    case throng_transport:decode(Sock, Chunk) of
+        {ok, Plain, Sock1} -> feed(Sock1, Rest, N, [Plain | Acc]);
+        {closed, _} = C -> C;
+        {error, _} = E -> E
+    end.
+
+report_exporter(Parent, {_, _, {established, _, Exporter}}) ->
+    case put(reported, true) of
+        undefined -> Parent ! {exporter, self(), Exporter};
+        true -> ok
+    end;
+report_exporter(_Parent, _Sock) ->
+    ok.
+
+server_exporter(S) ->
+    receive {exporter, S, E} -> E after 10000 -> error(no_exporter) end.
+
+tamper(Bytes) ->
+    N = byte_size(Bytes) - 1,
+    <<Head:N/binary, Last>> = Bytes,
+    <<Head/binary, (Last bxor 1)>>.
+
+server_sock(S) ->
+    S ! {sock, self()},
+    receive {sock, Sock, _} -> Sock after 5000 -> error(no_sock) end.
+
+server_conn(S) ->
+    S ! {sock, self()},
+    receive {sock, _, Conn} -> Conn after 5000 -> error(no_sock) end.
+
+server_result(S) ->
+    receive {result, S, R} -> R after 10000 -> error(no_server_result) end.
+
+echo(C, _S, Data) ->
+    ok = ssl:send(C, Data),
+    ?assertEqual(Data, recv_n(C, byte_size(Data), <<>>)).
+
+recv_n(_C, 0, Acc) -> Acc;
+recv_n(C, N, Acc) ->
+    {ok, B} = ssl:recv(C, 0, 10000),
+    recv_n(C, N - byte_size(B), <<Acc/binary, B/binary>>).
+
+stop(C, S) ->
+    S ! stop,
+    _ = ssl:close(C),
+    ok.
