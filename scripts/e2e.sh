@@ -33,6 +33,8 @@ data_dir: "$WORK/data"
 listen:
   - port: $PORT
     starttls: optional
+  - port: $((PORT + 1))
+    direct_tls: true
 stats:
   port: $((PORT + 58))
 YML
@@ -66,8 +68,8 @@ n=$("$T" accounts localhost)
 [ "$n" = 2005 ] && ok "2005 accounts" || fail "accounts: $n"
 
 CA="$WORK/data/tls/selfsigned.crt"
-expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery" \
-    $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA"
+expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery, direct TLS" \
+    $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA" "$((PORT + 1))"
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &

@@ -7,7 +7,10 @@ subscribe to each other, exchange messages and presence; one goes offline
 and, at its next login, gets the message stored meanwhile, with a XEP-0203
 delay stamp.
 
-  /usr/bin/python3 test/e2e/slixmpp_e2e.py HOST PORT CA_CERT
+Then, with DIRECT_PORT, a third login over direct TLS (XEP-0368: TLS from
+the first byte, the certificate verified the same way) sends bob a message.
+
+  /usr/bin/python3 test/e2e/slixmpp_e2e.py HOST PORT CA_CERT [DIRECT_PORT]
 
 Exits 0 when every step happened, 1 (with the failed step) otherwise.
 Note: Debian's python3-* packages are for /usr/bin/python3.
@@ -72,16 +75,28 @@ def check(cond, what):
     print(f'ok - {what}', flush=True)
 
 
-async def login(jid, host, port, ca):
+async def login(jid, host, port, ca, direct=False):
     u = User(jid, 'secret', ca)
-    u.connect((host, port), use_ssl=False, force_starttls=True, disable_starttls=False)
+    if direct:
+        u.connect((host, port), use_ssl=True)
+    else:
+        u.connect((host, port), use_ssl=False, force_starttls=True, disable_starttls=False)
     await u.wait('session')
-    check(u.tls_done, f'{jid}: STARTTLS negotiated and the certificate verified')
+    if direct:
+        # Direct TLS: slixmpp verifies in the connection's SSL context (no
+        # ssl_cert event); a verified peer certificate shows in getpeercert().
+        tls = u.transport.get_extra_info('ssl_object')
+        verified = (tls is not None and u.ssl_context.verify_mode == ssl.CERT_REQUIRED
+                    and bool(tls.getpeercert()))
+        check(verified, f'{jid}: direct TLS ({tls.version() if tls else "none"}) negotiated '
+                        'and the certificate verified')
+    else:
+        check(u.tls_done, f'{jid}: STARTTLS negotiated and the certificate verified')
     check(u.mech == 'SCRAM-SHA-256', f'{jid}: authenticated with SCRAM-SHA-256 (got {u.mech})')
     return u
 
 
-async def main(host, port, ca):
+async def main(host, port, ca, direct_port):
     alice = await login('alice@localhost/laptop', host, port, ca)
     bob = await login('bob@localhost/phone', host, port, ca)
 
@@ -122,6 +137,14 @@ async def main(host, port, ca):
     check(m['delay']['stamp'] is not None, 'the stored message arrived with a XEP-0203 delay stamp')
     check(m['from'].bare == 'alice@localhost', 'the stored message is from alice')
 
+    if direct_port:
+        direct = await login('alice@localhost/direct', host, direct_port, ca, direct=True)
+        direct.send_message(mto='bob@localhost/tablet', mbody='over direct TLS', mtype='chat')
+        m = await bob2.wait('message', lambda m: m['body'] == 'over direct TLS')
+        check(str(m['from']) == 'alice@localhost/direct',
+              'bob got a message from alice\'s direct TLS session')
+        direct.disconnect()
+
     alice.disconnect()
     bob2.disconnect()
     await asyncio.sleep(0.5)
@@ -130,8 +153,9 @@ async def main(host, port, ca):
 if __name__ == '__main__':
     logging.basicConfig(level=logging.ERROR)
     host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    direct_port = int(sys.argv[4]) if len(sys.argv) > 4 else None
     try:
-        asyncio.get_event_loop().run_until_complete(main(host, port, ca))
+        asyncio.get_event_loop().run_until_complete(main(host, port, ca, direct_port))
     except (AssertionError, asyncio.TimeoutError) as e:
         print(f'not ok - {e or "timed out"}', flush=True)
         sys.exit(1)

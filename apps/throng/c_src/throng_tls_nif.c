@@ -11,7 +11,8 @@
  * crypto application) is throng_tls_record's.
  *
  * Functions (throng_tls_nif.erl):
- *   ctx_new(CertFile)            -> {ok, Ctx} | {error, Reason}
+ *   ctx_new(CertFile, [{Name, File}]) -> {ok, Ctx} | {error, Reason}
+ *                                   (the default certificate, and one per SNI name)
  *   conn_new(Ctx)                -> Conn
  *   handshake(Conn, Bytes)       -> {more, Out} | {done, Out, Info, Rest}
  *                                 | {error, Reason, Out}          (dirty CPU)
@@ -32,12 +33,24 @@
 #define TRIM_EVERY 256
 static unsigned long handshakes_ended;
 
+/* Certificates per host name, chosen by the client's SNI: the default
+ * context and, for each name, the context of its certificate. */
 typedef struct {
+    char name[256];                 /* lower case; "*.example.org" for wildcards */
     SSL_CTX *ctx;
+} sni_t;
+
+typedef struct {
+    SSL_CTX *ctx;                   /* the default certificate */
+    sni_t *sni;
+    unsigned int nsni;
+    SSL_CTX **owned;                /* every context made, default first */
+    unsigned int nowned;
 } ctx_t;
 
 typedef struct {
     SSL *ssl;                       /* NULL once the handshake is over */
+    ctx_t *owner;                   /* kept while the handshake may need it (SNI) */
     unsigned char client_secret[SECRET_MAX], server_secret[SECRET_MAX];
     size_t client_secret_len, server_secret_len;
     unsigned int tickets_written;   /* TLS 1.3 records under the write key */
@@ -51,12 +64,21 @@ static ERL_NIF_TERM am_ok, am_error, am_more, am_done, am_version, am_cipher, am
 
 static void ctx_dtor(ErlNifEnv *env, void *obj) {
     ctx_t *c = obj;
-    if (c->ctx) SSL_CTX_free(c->ctx);
+    for (unsigned int i = 0; i < c->nowned; i++) SSL_CTX_free(c->owned[i]);
+    enif_free(c->owned);
+    enif_free(c->sni);
+}
+
+static void release_ssl(conn_t *c) {
+    if (c->ssl) SSL_free(c->ssl);
+    c->ssl = NULL;
+    if (c->owner) enif_release_resource(c->owner);
+    c->owner = NULL;
 }
 
 static void conn_dtor(ErlNifEnv *env, void *obj) {
     conn_t *c = obj;
-    if (c->ssl) SSL_free(c->ssl);
+    release_ssl(c);
     OPENSSL_cleanse(c->client_secret, SECRET_MAX);
     OPENSSL_cleanse(c->server_secret, SECRET_MAX);
 }
@@ -137,28 +159,49 @@ static ERL_NIF_TERM error_term(ErlNifEnv *env, const char *what) {
     return enif_make_tuple2(env, am_error, enif_make_string(env, buf, ERL_NIF_LATIN1));
 }
 
-static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    ErlNifBinary file;
-    char path[4096];
-    if (!enif_inspect_iolist_as_binary(env, argv[0], &file) || file.size >= sizeof path)
-        return enif_make_badarg(env);
-    memcpy(path, file.data, file.size);
-    path[file.size] = 0;
-    ERR_clear_error();
+/* SNI: the context whose certificate names the host the client asked for
+ * (exact, then a one-label wildcard); the default one otherwise. */
+static int servername_cb(SSL *ssl, int *alert, void *arg) {
+    ctx_t *c = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    char lower[256];
+    size_t n;
+    if (!name || (n = strlen(name)) == 0 || n >= sizeof lower) return SSL_TLSEXT_ERR_OK;
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i];
+    const char *dot = strchr(lower, '.');
+    SSL_CTX *wild = NULL;
+    for (unsigned int i = 0; i < c->nsni; i++) {
+        if (strcmp(c->sni[i].name, lower) == 0) {
+            SSL_set_SSL_CTX(ssl, c->sni[i].ctx);
+            return SSL_TLSEXT_ERR_OK;
+        }
+        if (!wild && dot && c->sni[i].name[0] == '*' && strcmp(c->sni[i].name + 1, dot) == 0)
+            wild = c->sni[i].ctx;
+    }
+    if (wild) SSL_set_SSL_CTX(ssl, wild);
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* A server context for one PEM file (chain and key). Every context gets the
+ * same settings: after SNI switches a connection to another context, the
+ * callbacks that run are that context's. */
+static SSL_CTX *make_ctx(const char *path, const char **what) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) return error_term(env, "SSL_CTX_new");
+    if (!ctx) { *what = "SSL_CTX_new"; return NULL; }
     /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only. */
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     if (!SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20")
         || !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:"
                                           "TLS_AES_128_GCM_SHA256")) {
         SSL_CTX_free(ctx);
-        return error_term(env, "cipher list");
+        *what = "cipher list";
+        return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION
                              | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    /* Resumption by stateless tickets only (keyed by this context): no
-     * server-side session cache to grow with the connections. */
+    /* Resumption by stateless tickets only (keyed by the first context):
+     * no server-side session cache to grow with the connections. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_max_early_data(ctx, 0);
@@ -170,13 +213,75 @@ static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         || SSL_CTX_use_PrivateKey_file(ctx, path, SSL_FILETYPE_PEM) != 1
         || SSL_CTX_check_private_key(ctx) != 1) {
         SSL_CTX_free(ctx);
-        return error_term(env, "certificate or key");
+        *what = "certificate or key";
+        return NULL;
     }
+    return ctx;
+}
+
+static int get_path(ErlNifEnv *env, ERL_NIF_TERM t, char *buf, size_t size) {
+    ErlNifBinary b;
+    if (!enif_inspect_iolist_as_binary(env, t, &b) || b.size >= size) return 0;
+    memcpy(buf, b.data, b.size);
+    buf[b.size] = 0;
+    return 1;
+}
+
+/* ctx_new(DefaultFile, [{Name, File}]): the default context, and one per
+ * distinct file named for SNI. */
+static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    char path[4096];
+    unsigned int n;
+    const char *what = "";
+    if (!get_path(env, argv[0], path, sizeof path) || !enif_get_list_length(env, argv[1], &n))
+        return enif_make_badarg(env);
+    ERR_clear_error();
     ctx_t *c = enif_alloc_resource(ctx_type, sizeof(ctx_t));
-    c->ctx = ctx;
-    ERL_NIF_TERM t = enif_make_resource(env, c);
+    memset(c, 0, sizeof *c);
+    c->sni = enif_alloc(sizeof(sni_t) * (n ? n : 1));
+    c->owned = enif_alloc(sizeof(SSL_CTX *) * (n + 1));
+    char (*files)[4096] = enif_alloc(4096 * (size_t)(n + 1));
+    ERL_NIF_TERM result;
+    if (!(c->ctx = make_ctx(path, &what))) goto fail;
+    c->owned[c->nowned] = c->ctx;
+    memcpy(files[c->nowned++], path, sizeof path);
+    ERL_NIF_TERM list = argv[1], head;
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        const ERL_NIF_TERM *pair;
+        int arity;
+        ErlNifBinary name;
+        if (!enif_get_tuple(env, head, &arity, &pair) || arity != 2
+            || !enif_inspect_iolist_as_binary(env, pair[0], &name)
+            || name.size == 0 || name.size >= sizeof c->sni[0].name
+            || !get_path(env, pair[1], path, sizeof path)) {
+            what = "badarg";
+            goto fail;
+        }
+        SSL_CTX *ctx = NULL;
+        for (unsigned int i = 0; i < c->nowned; i++)
+            if (strcmp(files[i], path) == 0) ctx = c->owned[i];
+        if (!ctx) {
+            if (!(ctx = make_ctx(path, &what))) goto fail;
+            c->owned[c->nowned] = ctx;
+            memcpy(files[c->nowned++], path, sizeof path);
+        }
+        sni_t *e = &c->sni[c->nsni++];
+        for (size_t i = 0; i < name.size; i++)
+            e->name[i] = (name.data[i] >= 'A' && name.data[i] <= 'Z') ? name.data[i] + 32 : name.data[i];
+        e->name[name.size] = 0;
+        e->ctx = ctx;
+    }
+    enif_free(files);
+    SSL_CTX_set_tlsext_servername_callback(c->ctx, servername_cb);
+    SSL_CTX_set_tlsext_servername_arg(c->ctx, c);
+    result = enif_make_tuple2(env, am_ok, enif_make_resource(env, c));
     enif_release_resource(c);
-    return enif_make_tuple2(env, am_ok, t);
+    return result;
+fail:
+    enif_free(files);
+    result = error_term(env, what);
+    enif_release_resource(c);    /* ctx_dtor frees what was made */
+    return result;
 }
 
 static ERL_NIF_TERM conn_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -195,6 +300,8 @@ static ERL_NIF_TERM conn_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     conn_t *c = enif_alloc_resource(conn_type, sizeof(conn_t));
     memset(c, 0, sizeof *c);
     c->ssl = ssl;
+    c->owner = ctx;
+    enif_keep_resource(ctx);
     SSL_set_ex_data(ssl, conn_index, c);
     ERL_NIF_TERM t = enif_make_resource(env, c);
     enif_release_resource(c);
@@ -286,8 +393,7 @@ static ERL_NIF_TERM handshake(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         ERL_NIF_TERM info = done_info(env, c);
         ERL_NIF_TERM rest = bio_out(env, rbio);
         /* What the connection costs from now on is the Erlang side's. */
-        SSL_free(c->ssl);
-        c->ssl = NULL;
+        release_ssl(c);
         OPENSSL_cleanse(c->client_secret, SECRET_MAX);
         OPENSSL_cleanse(c->server_secret, SECRET_MAX);
         ended();
@@ -302,8 +408,7 @@ static ERL_NIF_TERM handshake(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     const ERL_NIF_TERM *parts;
     int arity;
     enif_get_tuple(env, err, &arity, &parts);
-    SSL_free(c->ssl);
-    c->ssl = NULL;
+    release_ssl(c);
     ended();
     return enif_make_tuple3(env, am_error, parts[1], out);
 }
@@ -333,7 +438,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
 }
 
 static ErlNifFunc funcs[] = {
-    {"ctx_new", 1, ctx_new, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"ctx_new", 2, ctx_new, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"conn_new", 1, conn_new, 0},
     {"handshake", 2, handshake, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"trim", 0, trim, ERL_NIF_DIRTY_JOB_IO_BOUND},

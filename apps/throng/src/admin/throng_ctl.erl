@@ -96,6 +96,8 @@ builtin() ->
       "PBKDF2 rounds (default auth.scram_iterations), for load tests"},
      {"accounts", "DOMAIN", "Count the accounts of a domain"},
      {"counters", "", "Print the server's counters (name value), e.g. for scripts"},
+     {"reload-certs", "", "Read the TLS certificates (certfile, keyfile, certfiles) again: "
+      "new connections get them, open ones keep theirs; on an error the running ones stay"},
      {"gc", "", "Write Mnesia's log into its tables, garbage-collect every process and "
       "return the C heap's free pages to the OS (before a memory measurement)"}].
 
@@ -177,6 +179,18 @@ run("gc", []) ->
     ok = throng_tls_nif:trim(),
     After = erlang:memory(total),
     {?OK, io_lib:format("memory ~.1f MB -> ~.1f MB~n", [Before / 1048576, After / 1048576])};
+run("reload-certs", []) ->
+    case throng_cert:reload() of
+        ok ->
+            Names = case throng_cert:names() of
+                        [] -> "none";
+                        Ns -> lists:join(", ", Ns)
+                    end,
+            {?OK, io_lib:format("Certificates reloaded: default ~ts; by name (SNI): ~ts~n",
+                                [throng_cert:certfile(), Names])};
+        {error, Why} ->
+            {?ERROR, ["Error: ", Why, "; the certificates in use stay\n"]}
+    end;
 run("accounts", [S]) ->
     {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
 run(Cmd, Args) ->

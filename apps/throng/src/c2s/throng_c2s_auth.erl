@@ -23,9 +23,8 @@ starttls(D0) ->
     D = throng_c2s_io:emit(["<proceed xmlns='", ?NS_TLS, "'/>"], D0),
     case throng_c2s_io:flush(D) of
         {ok, D1} ->
-            case throng_transport:upgrade(D1#d.sock, throng_transport_tls, [{certfile, throng_cert:certfile()}]) of
+            case throng_transport:upgrade(D1#d.sock, throng_transport_tls, []) of
                 {ok, TLS} ->
-                    throng_metrics:incr(tls_established),
                     {restart, wait_header,
                      D1#d{sock = TLS, parser = throng_xml_stream:reset(D1#d.parser)}};
                 {error, Why} ->

@@ -63,6 +63,17 @@ spec() ->
           #{type => path, default => <<>>,
             doc => "PEM private key for certfile. Empty: the key generated with the "
                    "self-signed certificate."},
+      certfiles =>
+          #{type => {list, path}, default => [],
+            doc => "More certificates, chosen by the host name a client asks for (TLS "
+                   "SNI; the default certificate otherwise): files or wildcard patterns "
+                   "as ACME clients leave them, e.g. "
+                   "[\"/etc/letsencrypt/live/*/fullchain.pem\", "
+                   "\"/etc/letsencrypt/live/*/privkey.pem\"]. Each certificate is "
+                   "paired with the private key of its public key, in any of the files; "
+                   "certificates without a key are skipped; a certificate serves the DNS "
+                   "names of its subjectAltName (else its common name), wildcards "
+                   "included. `bin/throng reload-certs` reads them again."},
       listen =>
           #{type => {list_of, listener_spec()},
             default => [#{}],
@@ -140,6 +151,11 @@ listener_spec() ->
                 doc => "TCP port (0: any free port, for tests)."},
       ip => #{type => ip, default => {127, 0, 0, 1},
               doc => "Address to listen on: \"0.0.0.0\" or \"::\" for every interface."},
+      direct_tls => #{type => boolean, default => false,
+                      doc => "Direct TLS (XEP-0368): TLS starts when the client connects "
+                             "(ALPN xmpp-client, the certificate chosen by SNI), before "
+                             "the XMPP stream; STARTTLS is then not offered. The "
+                             "shipped configuration has such a listener on port 5223."},
       starttls => #{type => {enum, [disabled, optional, required]}, default => optional,
                     doc => "disabled: no STARTTLS offered. optional: offered, and "
                            "authentication is allowed without it. required: clients must "

@@ -4,7 +4,7 @@
 %% {@link throng_tls_record}'s.
 -module(throng_tls_nif).
 
--export([ctx_new/1, conn_new/1, handshake/2, trim/0]).
+-export([ctx_new/2, conn_new/1, handshake/2, trim/0]).
 
 -on_load(load/0).
 
@@ -33,11 +33,14 @@ load() ->
           end,
     erlang:load_nif(filename:join(Dir, "throng_tls_nif"), 0).
 
-%% @doc A server context from a PEM file holding the certificate chain and
-%% its private key: TLS 1.2 and 1.3, AEAD suites with forward secrecy,
-%% no compression, no renegotiation, stateless session tickets.
--spec ctx_new(file:filename_all()) -> {ok, ctx()} | {error, string()}.
-ctx_new(_CertFile) -> erlang:nif_error(not_loaded).
+%% @doc A server context from PEM files each holding a certificate chain
+%% and its private key: the default one, and one per host name a client
+%% may ask for with SNI (exact names, or `*.example.org' for one label).
+%% TLS 1.2 and 1.3, AEAD suites with forward secrecy, no compression, no
+%% renegotiation, stateless session tickets, ALPN xmpp-client.
+-spec ctx_new(file:filename_all(), [{binary(), file:filename_all()}]) ->
+    {ok, ctx()} | {error, string()}.
+ctx_new(_DefaultFile, _ByName) -> erlang:nif_error(not_loaded).
 
 %% @doc A new server-side connection, waiting for the ClientHello.
 -spec conn_new(ctx()) -> conn() | {error, string()}.

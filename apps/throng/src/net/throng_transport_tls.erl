@@ -19,12 +19,16 @@
                  {established, throng_tls_record:state(), Exporter :: binary() | undefined}.
 -export_type([state/0]).
 
-%% @doc Server-side TLS on an accepted TCP port. Opts: `{certfile, File}'
-%% (a PEM file with the chain and the key).
+%% @doc Server-side TLS on an accepted TCP port, with the server's
+%% certificates ({@link throng_cert:context/0}), or with `{certfile, File}'
+%% (a PEM file with a chain and its key) in Opts.
 -spec over_tcp(port(), list()) -> {ok, throng_transport:socket()} | {error, term()}.
 over_tcp(Port, Opts) ->
-    {certfile, File} = lists:keyfind(certfile, 1, Opts),
-    case context(File) of
+    Context = case lists:keyfind(certfile, 1, Opts) of
+                  {certfile, File} -> context(File);
+                  false -> {ok, throng_cert:context()}
+              end,
+    case Context of
         {ok, Ctx} ->
             case throng_tls_nif:conn_new(Ctx) of
                 {error, _} = E -> E;
@@ -34,14 +38,14 @@ over_tcp(Port, Opts) ->
             E
     end.
 
-%% The server context for a certificate file, made once and kept
+%% A context for one certificate file (no SNI names), made once and kept
 %% (persistent_term) while the node runs.
 -spec context(file:filename_all()) -> {ok, throng_tls_nif:ctx()} | {error, term()}.
 context(File) ->
     Key = {?MODULE, ctx, File},
     case persistent_term:get(Key, undefined) of
         undefined ->
-            case throng_tls_nif:ctx_new(File) of
+            case throng_tls_nif:ctx_new(File, []) of
                 {ok, Ctx} -> persistent_term:put(Key, Ctx), {ok, Ctx};
                 {error, Why} -> {error, {certificate, Why}}
             end;
@@ -49,13 +53,24 @@ context(File) ->
             {ok, Ctx}
     end.
 
-%% @doc Listening is plain TCP; TLS starts per connection (direct TLS
-%% listeners are not offered yet: accept/1 refuses).
+%% @doc Listening is plain TCP; on a direct TLS listener (XEP-0368) each
+%% accepted connection starts its handshake at once.
 -spec listen(inet:port_number(), [gen_tcp:listen_option()]) -> {ok, port()} | {error, term()}.
 listen(Port, Opts) -> throng_transport_tcp:listen(Port, Opts).
 
--spec accept(port()) -> {error, not_supported}.
-accept(_LSock) -> {error, not_supported}.
+%% @doc Accepts a connection of a direct TLS listener: the socket is in its
+%% handshake, which the owner drives with decode/2 as the bytes arrive.
+-spec accept(port()) -> {ok, throng_transport:socket()} | {error, term()}.
+accept(LSock) ->
+    case gen_tcp:accept(LSock) of
+        {ok, Port} ->
+            case over_tcp(Port, []) of
+                {ok, _} = Ok -> Ok;
+                {error, _} = E -> gen_tcp:close(Port), E
+            end;
+        {error, _} = E ->
+            E
+    end.
 
 -spec messages() -> throng_transport:message_tags().
 messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
@@ -102,6 +117,7 @@ decode({Mod, Port, {handshake, Conn}}, Data) ->
                 {error, _} = E -> E
             end;
         {done, Out, Info, Rest} ->
+            throng_metrics:incr(tls_established),
             Rec = throng_tls_record:new(Info),
             Exporter = maps:get(exporter, Info),
             case out(Port, Out) of
@@ -109,6 +125,7 @@ decode({Mod, Port, {handshake, Conn}}, Data) ->
                 {error, _} = E -> E
             end;
         {error, Why, Out} ->
+            throng_metrics:incr(tls_failed),
             _ = out(Port, Out),
             {error, {handshake, Why}}
     end;
