@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end test with a real third-party client, Debian's python3-slixmpp.
 
-Two users log in with SCRAM-SHA-256 over STARTTLS (the server's certificate
+Two users log in with SCRAM-SHA-256-PLUS (channel binding: slixmpp binds
+to tls-unique) over STARTTLS (the server's certificate
 is trusted as a CA, so the TLS handshake is verified for 'localhost'),
 subscribe to each other, exchange messages and presence; one goes offline
 and, at its next login, gets the message stored meanwhile, with a XEP-0203
@@ -29,7 +30,7 @@ class User(slixmpp.ClientXMPP):
     def __init__(self, jid, password, ca):
         super().__init__(jid, password)
         self.ca_certs = ca
-        self.register_plugin('feature_mechanisms', pconfig={'use_mech': 'SCRAM-SHA-256'})
+        self.register_plugin('feature_mechanisms', pconfig={'use_mech': 'SCRAM-SHA-256-PLUS'})
         for p in ('xep_0030', 'xep_0199', 'xep_0203'):
             self.register_plugin(p)
         self.events = asyncio.Queue()
@@ -92,7 +93,8 @@ async def login(jid, host, port, ca, direct=False):
                         'and the certificate verified')
     else:
         check(u.tls_done, f'{jid}: STARTTLS negotiated and the certificate verified')
-    check(u.mech == 'SCRAM-SHA-256', f'{jid}: authenticated with SCRAM-SHA-256 (got {u.mech})')
+    check(u.mech == 'SCRAM-SHA-256-PLUS',
+          f'{jid}: authenticated with SCRAM-SHA-256-PLUS, channel binding tls-unique (got {u.mech})')
     return u
 
 

@@ -60,7 +60,8 @@ static ErlNifResourceType *ctx_type, *conn_type;
 static int conn_index = -1;
 static ERL_NIF_TERM am_ok, am_error, am_more, am_done, am_version, am_cipher, am_tls12,
     am_tls13, am_client_secret, am_server_secret, am_master_secret, am_client_random,
-    am_server_random, am_write_records, am_exporter, am_alpn, am_sni, am_undefined;
+    am_server_random, am_write_records, am_exporter, am_server_end_point, am_tls_unique, am_alpn,
+    am_sni, am_undefined;
 
 static void ctx_dtor(ErlNifEnv *env, void *obj) {
     ctx_t *c = obj;
@@ -359,6 +360,30 @@ static ERL_NIF_TERM done_info(ErlNifEnv *env, conn_t *c) {
         vals[n++] = am_undefined;
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, n, &map);
+    /* RFC 5929 tls-server-end-point: the hash of the certificate this
+     * connection was served (after SNI), with its signature's hash, SHA-256
+     * for MD5 and SHA-1; undefined for signatures without a hash (Ed25519). */
+    X509 *cert = SSL_get_certificate(ssl);
+    int md_nid = NID_undef;
+    unsigned char ep[EVP_MAX_MD_SIZE];
+    unsigned int ep_len = 0;
+    if (cert && X509_get_signature_info(cert, &md_nid, NULL, NULL, NULL)) {
+        const EVP_MD *md = md_nid == NID_undef ? NULL
+            : (md_nid == NID_md5 || md_nid == NID_sha1) ? EVP_sha256()
+            : EVP_get_digestbynid(md_nid);
+        if (!md || X509_digest(cert, md, ep, &ep_len) != 1) ep_len = 0;
+    }
+    enif_make_map_put(env, map, am_server_end_point,
+                      ep_len ? bin(env, ep, ep_len) : am_undefined, &map);
+    /* RFC 5929 tls-unique: the first Finished message of the handshake (the
+     * client's, or the server's on resumption), as OpenSSL-based clients
+     * compute it, also under TLS 1.3 (docs/tls.md says why it is kept). */
+    unsigned char fin[EVP_MAX_MD_SIZE];
+    size_t fin_len = SSL_session_reused(ssl) ? SSL_get_finished(ssl, fin, sizeof fin)
+                                             : SSL_get_peer_finished(ssl, fin, sizeof fin);
+    if (fin_len > sizeof fin) fin_len = 0;
+    enif_make_map_put(env, map, am_tls_unique,
+                      fin_len ? bin(env, fin, fin_len) : am_undefined, &map);
     const unsigned char *alpn;
     unsigned int alpn_len;
     SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
@@ -428,7 +453,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
 #define A(x) am_##x = enif_make_atom(env, #x)
     A(ok); A(error); A(more); A(done); A(version); A(cipher); A(tls12); A(tls13);
     A(client_secret); A(server_secret); A(master_secret); A(client_random); A(server_random);
-    A(write_records); A(exporter); A(alpn); A(sni); A(undefined);
+    A(write_records); A(exporter); A(server_end_point); A(tls_unique); A(alpn); A(sni);
+    A(undefined);
 #undef A
     return 0;
 }

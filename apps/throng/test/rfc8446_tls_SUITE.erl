@@ -286,7 +286,7 @@ feed(Sock, Bytes, N, Acc) ->
         {error, _} = E -> E
     end.
 
-report_exporter(Parent, {_, _, {established, _, Exporter}}) ->
+report_exporter(Parent, {_, _, {established, _, {Exporter, _, _}}}) ->
     case put(reported, true) of
         undefined -> Parent ! {exporter, self(), Exporter};
         true -> ok

@@ -290,6 +290,84 @@ scram_authzid_test_() ->
        %% Escaped characters in the authzid are unescaped before the check.
        ?_assertEqual({error, 'invalid-authzid', <<"user">>}, Login(<<"u=2Cser@localhost">>))]).
 
+%%% Channel binding: the -PLUS mechanisms (RFC 5802 §6, RFC 9266, RFC 5929)
+
+-define(EXPORTER, <<"exporter value of this connection, 32 B">>).
+-define(END_POINT, <<"hash of the server's certificate">>).
+
+plus_ctx() ->
+    (ctx())#{channel_bindings => #{<<"tls-exporter">> => ?EXPORTER,
+                                   <<"tls-server-end-point">> => ?END_POINT}}.
+
+%% A -PLUS exchange: the client proves ClientData under CbName.
+plus_login(Mech, CbName, ClientData, Ctx) ->
+    Gs2 = <<"p=", CbName/binary, ",,">>,
+    Bare = <<"n=user,r=clientnonce">>,
+    case throng_sasl:start(Mech, <<Gs2/binary, Bare/binary>>, Ctx) of
+        {continue, ServerFirst, State} ->
+            {WithoutProof, Proof, ServerFinal} =
+                client_final(hash_of(Mech), <<"pencil">>, <<Gs2/binary, ClientData/binary>>, Bare,
+                             ServerFirst),
+            case throng_sasl:step(State, with_proof(WithoutProof, Proof)) of
+                {success, ServerFinal, <<"user">>} -> ok;
+                Other -> Other
+            end;
+        Other ->
+            Other
+    end.
+
+hash_of(<<"SCRAM-SHA-1-PLUS">>) -> sha;
+hash_of(<<"SCRAM-SHA-256-PLUS">>) -> sha256.
+
+plus_success_test_() ->
+    with_stringprep(
+      [?_assertEqual(ok, plus_login(M, T, D, plus_ctx()))
+       || M <- [<<"SCRAM-SHA-1-PLUS">>, <<"SCRAM-SHA-256-PLUS">>],
+          {T, D} <- [{<<"tls-exporter">>, ?EXPORTER}, {<<"tls-server-end-point">>, ?END_POINT}]]).
+
+%% The client's binding data differs from this connection's (a man in the
+%% middle terminating TLS): refused.
+plus_wrong_binding_test_() ->
+    with_stringprep(
+      [?_assertEqual({error, 'not-authorized', <<"user">>},
+                     plus_login(<<"SCRAM-SHA-256-PLUS">>, <<"tls-exporter">>, <<"another">>, plus_ctx())),
+       ?_assertEqual({error, 'not-authorized', <<"user">>},
+                     plus_login(<<"SCRAM-SHA-256-PLUS">>, <<"tls-exporter">>, ?END_POINT, plus_ctx()))]).
+
+%% A type the connection does not have; -PLUS without "p="; "p=" without
+%% -PLUS: malformed.
+plus_malformed_test_() ->
+    Ctx = plus_ctx(),
+    with_stringprep(
+      [?_assertEqual({error, 'malformed-request', undefined},
+                     plus_login(<<"SCRAM-SHA-256-PLUS">>, <<"tls-unique">>, <<"x">>, Ctx)),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-256-PLUS">>, <<"n,,n=user,r=abc">>, Ctx)),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-256-PLUS">>, <<"y,,n=user,r=abc">>, Ctx)),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-256">>, <<"p=tls-exporter,,n=user,r=abc">>, Ctx)),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-256-PLUS">>, <<"p=tls,exporter,,n=user,r=abc">>, Ctx)),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-256-PLUS">>, <<"p=,,n=user,r=abc">>, Ctx))]).
+
+%% Downgrade: the client says "y" (it can bind, it thinks the server
+%% cannot) on a connection where the server offers -PLUS.
+plus_downgrade_detected_test() ->
+    ?assertEqual({error, 'not-authorized', <<"user">>},
+                 throng_sasl:start(<<"SCRAM-SHA-256">>, <<"y,,n=user,r=abc">>, plus_ctx())).
+
+%% Without -PLUS offered, the mechanisms are unknown; plain SCRAM with "n"
+%% still works where they are offered.
+plus_not_offered_test_() ->
+    with_stringprep(
+      [?_assertEqual({error, 'invalid-mechanism', undefined},
+                     throng_sasl:start(<<"SCRAM-SHA-1-PLUS">>, <<"p=tls-exporter,,n=user,r=abc">>,
+                                       (ctx())#{channel_bindings => #{}})),
+       ?_assertEqual({ok, <<"user">>},
+                     scram_login(<<"SCRAM-SHA-256">>, <<"user">>, <<"pencil">>, plus_ctx()))]).
+
 %% Malformed client-first messages.
 scram_client_first_malformed_test_() ->
     Ctx = ctx(),

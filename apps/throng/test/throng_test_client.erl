@@ -9,7 +9,7 @@
 
 -export([connect/1, connect/2, send/2, send_raw/2, recv/1, recv/2, recv_stanza/1,
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
-         auth_plain/3, auth_scram/4, bind/2, login/3, login/4, close/1, abort/1, closed/2,
+         auth_plain/3, auth_scram/4, auth_scram/5, tls_server_end_point/1, bind/2, login/3, login/4, close/1, abort/1, closed/2,
          pause/1, trickle/3,
          iq/3, iq/4, presence/1, message/3, jid/1, flush/1, port/0]).
 
@@ -122,11 +122,23 @@ auth_plain(C, User, Password) ->
 %% signature.
 -spec auth_scram(client(), binary(), binary(), sha | sha256) -> ok | {failure, binary()}.
 auth_scram(C, User, Password, Hash) ->
-    Mech = case Hash of sha -> <<"SCRAM-SHA-1">>; sha256 -> <<"SCRAM-SHA-256">> end,
+    auth_scram(C, User, Password, Hash, #{}).
+
+%% @doc SCRAM with options: `plus => {CbName, CbData}' uses the -PLUS
+%% mechanism and proves CbData; `flag => y' sends the gs2 flag "y".
+-spec auth_scram(client(), binary(), binary(), sha | sha256, map()) -> ok | {failure, binary()}.
+auth_scram(C, User, Password, Hash, Opts) ->
+    Mech0 = case Hash of sha -> <<"SCRAM-SHA-1">>; sha256 -> <<"SCRAM-SHA-256">> end,
+    {Mech, Gs2, CbData} = case Opts of
+                              #{plus := {Name, Data}} ->
+                                  {<<Mech0/binary, "-PLUS">>, <<"p=", Name/binary, ",,">>, Data};
+                              #{flag := y} -> {Mech0, <<"y,,">>, <<>>};
+                              _ -> {Mech0, <<"n,,">>, <<>>}
+                          end,
     CNonce = base64:encode(crypto:strong_rand_bytes(12)),
     Bare = <<"n=", User/binary, ",r=", CNonce/binary>>,
     send(C, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='", Mech, "'>",
-             base64:encode(<<"n,,", Bare/binary>>), "</auth>"]),
+             base64:encode(<<Gs2/binary, Bare/binary>>), "</auth>"]),
     case recv_stanza(C) of
         #xmlel{name = <<"challenge">>} = Ch ->
             First = base64:decode(throng_xml:cdata(Ch)),
@@ -135,7 +147,8 @@ auth_scram(C, User, Password, Hash) ->
             #{<<"r">> := Nonce, <<"s">> := Salt64, <<"i">> := Iter} = Fields,
             Salted = throng_scram:salted_password(Hash, Password, base64:decode(Salt64),
                                                   binary_to_integer(Iter)),
-            NoProof = <<"c=biws,r=", Nonce/binary>>,
+            NoProof = <<"c=", (base64:encode(<<Gs2/binary, CbData/binary>>))/binary,
+                        ",r=", Nonce/binary>>,
             AuthMsg = [Bare, ",", First, ",", NoProof],
             ClientKey = throng_scram:client_key(Hash, Salted),
             Sig = throng_scram:client_signature(Hash, throng_scram:stored_key(Hash, ClientKey), AuthMsg),
@@ -155,6 +168,16 @@ auth_scram(C, User, Password, Hash) ->
             end;
         #xmlel{name = <<"failure">>} = F ->
             {failure, failure_cond(F)}
+    end.
+
+%% @doc RFC 5929 tls-server-end-point of the TLS connection, from the
+%% certificate the server presented (SHA-256: the test certificates are
+%% signed with it).
+-spec tls_server_end_point(client()) -> binary().
+tls_server_end_point(#c{pid = Pid}) ->
+    Pid ! {peer_cert, self()},
+    receive {xmpp, Pid, {peer_cert, Der}} -> crypto:hash(sha256, Der)
+    after ?TIMEOUT -> error(no_peer_cert)
     end.
 
 sasl_result(C) ->
@@ -313,6 +336,11 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
             conn_loop(St);
         reset_parser ->
             conn_loop(St#{parser := throng_xml_stream:reset(P)});
+        {peer_cert, From} ->
+            {tls, TLS} = Sock,
+            {ok, Der} = fast_tls:get_peer_certificate(TLS, der),
+            From ! {xmpp, self(), {peer_cert, Der}},
+            conn_loop(St);
         starttls ->
             {ok, TLS} = fast_tls:tcp_to_tls(T, [connect, {certfile, throng_cert:certfile()}]),
             {ok, <<>>} = fast_tls:recv_data(TLS, <<>>),

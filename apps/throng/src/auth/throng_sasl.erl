@@ -1,6 +1,15 @@
 %% @doc The server side of SASL (RFC 4422) for c2s: PLAIN (RFC 4616),
-%% SCRAM-SHA-1 (RFC 5802) and SCRAM-SHA-256 (RFC 7677), without channel
-%% binding (no -PLUS variants).
+%% SCRAM-SHA-1 (RFC 5802) and SCRAM-SHA-256 (RFC 7677), and their -PLUS
+%% variants with channel binding (RFC 5056: tls-exporter, RFC 9266;
+%% tls-server-end-point, RFC 5929) when the context holds the connection's
+%% channel binding data.
+%%
+%% Downgrade protection (RFC 5802 §6): a client that sends the gs2 flag
+%% "y" (it supports channel binding but thinks the server does not) while
+%% this server offers it on the connection is refused: someone removed the
+%% -PLUS mechanisms on the way. The channel binding data the client proves
+%% is compared with the connection's own, so a man in the middle with
+%% another TLS connection fails.
 %%
 %% A pure state machine: no processes, no I/O. The caller handles the
 %% <auth/>, <response/>, <challenge/>, <success/> and <failure/> elements and
@@ -51,7 +60,10 @@
                                         stored_key := binary()}) -> boolean()),
                  %% May this user's password be checked now? false:
                  %% 'temporary-auth-failure' without a check. Default: yes.
-                 allow_user => fun((User :: binary()) -> boolean())}.
+                 allow_user => fun((User :: binary()) -> boolean()),
+                 %% The connection's channel bindings by type name, when the
+                 %% -PLUS mechanisms are offered on it. Default: none.
+                 channel_bindings => #{binary() => binary()}}.
 -type condition() :: 'aborted' | 'account-disabled' | 'credentials-expired'
                    | 'encryption-required' | 'incorrect-encoding'
                    | 'invalid-authzid' | 'invalid-mechanism'
@@ -62,7 +74,7 @@
                 | {error, condition(), User :: binary() | undefined}.
 -export_type([ctx/0, creds/0, condition/0, result/0, state/0]).
 
--type mech() :: plain | throng_scram:hash().
+-type mech() :: plain | throng_scram:hash() | {plus, throng_scram:hash()}.
 
 %% Waiting for the first client message after an empty initial response.
 -record(first, {mech :: mech(), ctx :: ctx()}).
@@ -70,7 +82,7 @@
 -record(scram, {hash :: throng_scram:hash(),
                 user :: binary(),
                 known :: boolean(),       % false: fake credentials
-                gs2_header :: binary(),
+                cbind :: binary(),        % gs2 header ++ channel binding data
                 client_first_bare :: binary(),
                 server_first :: binary(),
                 nonce :: binary(),        % client nonce ++ server nonce
@@ -92,6 +104,12 @@
 start(Mechanism, InitialResponse, Ctx) ->
     case mech(Mechanism) of
         error -> {error, 'invalid-mechanism', undefined};
+        {plus, _} = Mech ->
+            case map_size(maps:get(channel_bindings, Ctx, #{})) of
+                0 -> {error, 'invalid-mechanism', undefined};
+                _ when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
+                _ -> first_message(Mech, InitialResponse, Ctx)
+            end;
         Mech when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
         Mech -> first_message(Mech, InitialResponse, Ctx)
     end.
@@ -108,10 +126,12 @@ step(#scram{} = State, Response) ->
 mech(<<"PLAIN">>) -> plain;
 mech(<<"SCRAM-SHA-1">>) -> sha;
 mech(<<"SCRAM-SHA-256">>) -> sha256;
+mech(<<"SCRAM-SHA-1-PLUS">>) -> {plus, sha};
+mech(<<"SCRAM-SHA-256-PLUS">>) -> {plus, sha256};
 mech(_) -> error.
 
 first_message(plain, Message, Ctx) -> plain(Message, Ctx);
-first_message(Hash, Message, Ctx) -> scram_first(Hash, Message, Ctx).
+first_message(Mech, Message, Ctx) -> scram_first(Mech, Message, Ctx).
 
 %%% PLAIN: message = [authzid] NUL authcid NUL passwd
 
@@ -168,21 +188,52 @@ verify_plain(_Ctx, _User, Password, Creds) ->
 
 %%% SCRAM
 
-scram_first(Hash, Message, #{host := Host} = Ctx) ->
+scram_first(Mech, Message, #{host := Host} = Ctx) ->
     case parse_client_first(Message) of
-        {ok, Gs2Header, AuthzId, RawUser, ClientNonce, Bare} ->
-            case username(RawUser) of
-                {ok, User} ->
+        {ok, Flag, Gs2Header, AuthzId, RawUser, ClientNonce, Bare} ->
+            case {username(RawUser), binding(Mech, Flag, Ctx)} of
+                {error, _} ->
+                    {error, 'not-authorized', undefined};
+                {{ok, _User}, {error, 'malformed-request'}} ->
+                    {error, 'malformed-request', undefined};
+                {{ok, User}, {error, Cond}} ->
+                    {error, Cond, User};
+                {{ok, User}, {ok, CbData}} ->
                     case authzid_ok(AuthzId, User, Host) of
-                        true -> scram_allowed(Hash, User, {Gs2Header, Bare, ClientNonce}, Ctx);
-                        false -> {error, 'invalid-authzid', User}
-                    end;
-                error ->
-                    {error, 'not-authorized', undefined}
+                        true ->
+                            Cbind = <<Gs2Header/binary, CbData/binary>>,
+                            scram_allowed(hash(Mech), User, {Cbind, Bare, ClientNonce}, Ctx);
+                        false ->
+                            {error, 'invalid-authzid', User}
+                    end
             end;
         error ->
             {error, 'malformed-request', undefined}
     end.
+
+hash({plus, Hash}) -> Hash;
+hash(Hash) -> Hash.
+
+%% The channel binding data the client must prove, from the mechanism and
+%% the gs2 flag (RFC 5802 §6, §7).
+binding({plus, _}, {p, Name}, Ctx) ->
+    case maps:find(Name, maps:get(channel_bindings, Ctx, #{})) of
+        {ok, Data} -> {ok, Data};
+        error -> {error, 'malformed-request'}         % a type this connection lacks
+    end;
+binding({plus, _}, _NorY, _Ctx) ->
+    {error, 'malformed-request'};
+binding(_Hash, {p, _}, _Ctx) ->
+    {error, 'malformed-request'};
+binding(_Hash, y, Ctx) ->
+    %% "y": the client could bind but believes the server cannot. If this
+    %% server offered -PLUS here, the offer was removed on the way.
+    case map_size(maps:get(channel_bindings, Ctx, #{})) of
+        0 -> {ok, <<>>};
+        _ -> {error, 'not-authorized'}
+    end;
+binding(_Hash, n, _Ctx) ->
+    {ok, <<>>}.
 
 scram_allowed(Hash, User, Client, Ctx) ->
     case allowed(User, Ctx) of
@@ -205,13 +256,13 @@ lookup_keys(Hash, User, Client, Ctx) ->
             {error, 'temporary-auth-failure', User}
     end.
 
-server_first(Hash, User, {Gs2Header, Bare, ClientNonce}, {Known, StoredKey, ServerKey},
+server_first(Hash, User, {Cbind, Bare, ClientNonce}, {Known, StoredKey, ServerKey},
              Salt, Iterations, Ctx) ->
     Nonce = <<ClientNonce/binary, (server_nonce(Ctx))/binary>>,
     ServerFirst = <<"r=", Nonce/binary, ",s=", (base64:encode(Salt))/binary,
                     ",i=", (integer_to_binary(Iterations))/binary>>,
     {continue, ServerFirst,
-     #scram{hash = Hash, user = User, known = Known, gs2_header = Gs2Header,
+     #scram{hash = Hash, user = User, known = Known, cbind = Cbind,
             client_first_bare = Bare, server_first = ServerFirst, nonce = Nonce,
             stored_key = StoredKey, server_key = ServerKey,
             allow = maps:get(allow_user, Ctx, fun(_) -> true end)}}.
@@ -225,7 +276,7 @@ scram_final(#scram{user = User, allow = Allow} = State, Message) ->
 scram_final_check(#scram{user = User} = State, Message) ->
     case parse_client_final(Message) of
         {ok, ChannelBinding, Nonce, WithoutProof, Proof} ->
-            #scram{hash = Hash, gs2_header = Gs2Header, nonce = ExpectedNonce,
+            #scram{hash = Hash, cbind = Cbind, nonce = ExpectedNonce,
                    client_first_bare = Bare, server_first = ServerFirst,
                    stored_key = StoredKey, server_key = ServerKey,
                    known = Known} = State,
@@ -233,7 +284,7 @@ scram_final_check(#scram{user = User} = State, Message) ->
             %% The proof is checked even when the rest is wrong, so that
             %% every failure costs the same.
             ProofOk = throng_scram:verify_proof(Hash, StoredKey, AuthMessage, Proof),
-            case ChannelBinding =:= Gs2Header andalso Nonce =:= ExpectedNonce
+            case ChannelBinding =:= Cbind andalso Nonce =:= ExpectedNonce
                 andalso ProofOk andalso Known of
                 true ->
                     Signature = throng_scram:server_signature(Hash, ServerKey, AuthMessage),
@@ -251,13 +302,13 @@ scram_final_check(#scram{user = User} = State, Message) ->
 %%                             ["," extensions]
 parse_client_first(Message) ->
     case binary:split(Message, <<",">>) of
-        [Flag, Rest] when Flag =:= <<"n">>; Flag =:= <<"y">> ->
-            case binary:split(Rest, <<",">>) of
-                [AuthzPart, Bare] ->
+        [FlagPart, Rest] ->
+            case {gs2_flag(FlagPart), binary:split(Rest, <<",">>)} of
+                {{ok, Flag}, [AuthzPart, Bare]} ->
                     Gs2Header = binary:part(Message, 0, byte_size(Message) - byte_size(Bare)),
                     case {authzid_part(AuthzPart), parse_bare(Bare)} of
                         {{ok, AuthzId}, {ok, RawUser, ClientNonce}} ->
-                            {ok, Gs2Header, AuthzId, RawUser, ClientNonce, Bare};
+                            {ok, Flag, Gs2Header, AuthzId, RawUser, ClientNonce, Bare};
                         _ ->
                             error
                     end;
@@ -265,9 +316,20 @@ parse_client_first(Message) ->
                     error
             end;
         _ ->
-            %% Includes "p=...": we offer no channel binding.
             error
     end.
+
+%% cb-name = 1*(ALPHA / DIGIT / "." / "-")
+gs2_flag(<<"n">>) -> {ok, n};
+gs2_flag(<<"y">>) -> {ok, y};
+gs2_flag(<<"p=", Name/binary>>) when Name =/= <<>> ->
+    case lists:all(fun(C) -> (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                 orelse (C >= $0 andalso C =< $9) orelse C =:= $. orelse C =:= $-
+                   end, binary_to_list(Name)) of
+        true -> {ok, {p, Name}};
+        false -> error
+    end;
+gs2_flag(_) -> error.
 
 authzid_part(<<>>) -> {ok, <<>>};
 authzid_part(<<"a=", Name/binary>>) when Name =/= <<>> -> unescape(Name);

@@ -329,7 +329,8 @@ xml({stanza, #xmlel{name = Name} = El, Bytes}, State, D) ->
 features_opts(Stage, #d{lref = LRef, sock = Sock, server = Server}) ->
     #{stage => Stage, tls => throng_transport:is_tls(Sock),
       starttls => throng_c2s_io:lopt(LRef, starttls),
-      mechanisms => throng_c2s_auth:mechanisms(),
+      mechanisms => throng_c2s_auth:mechanisms(Sock),
+      channel_bindings => maps:keys(throng_c2s_auth:channel_bindings(Sock)),
       extra => throng_ext:stream_features(Stage, Server),
       sm => throng_config:get([stream_management, enabled])}.
 

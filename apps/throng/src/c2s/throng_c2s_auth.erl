@@ -9,12 +9,29 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([mechanisms/0, starttls/1, sasl_start/2, sasl_step/2, sasl_failure/1]).
+-export([mechanisms/1, channel_bindings/1, starttls/1, sasl_start/2, sasl_step/2,
+         sasl_failure/1]).
 
-%% The SASL mechanisms offered, in the configured order.
--spec mechanisms() -> [binary()].
-mechanisms() ->
-    [atom_to_binary(M) || M <- throng_config:get([auth, mechanisms])].
+%% @doc The SASL mechanisms offered on a connection, in the configured
+%% order: the -PLUS ones only where the connection has channel binding
+%% data (TLS).
+-spec mechanisms(throng_transport:socket()) -> [binary()].
+mechanisms(Sock) ->
+    Plus = map_size(throng_transport:channel_bindings(Sock)) > 0,
+    [B || M <- throng_config:get([auth, mechanisms]),
+          B <- [atom_to_binary(M)],
+          Plus orelse binary:longest_common_suffix([B, <<"-PLUS">>]) =/= 5].
+
+%% @doc The channel bindings offered on a connection (XEP-0440), by type
+%% name: none unless a -PLUS mechanism is offered.
+-spec channel_bindings(throng_transport:socket()) -> #{binary() => binary()}.
+channel_bindings(Sock) ->
+    Offered = [M || M <- throng_config:get([auth, mechanisms]),
+                    lists:member(M, ['SCRAM-SHA-1-PLUS', 'SCRAM-SHA-256-PLUS'])],
+    case Offered of
+        [] -> #{};
+        _ -> throng_transport:channel_bindings(Sock)
+    end.
 
 %%% STARTTLS (RFC 6120 §5)
 
@@ -41,7 +58,7 @@ starttls(D0) ->
 -spec sasl_start(#xmlel{}, data()) -> throng_c2s:element_result().
 sasl_start(El, D) ->
     Mech = throng_xml:attr(<<"mechanism">>, El, <<>>),
-    case lists:member(Mech, mechanisms()) of
+    case lists:member(Mech, mechanisms(D#d.sock)) of
         false ->
             {next, negotiating, throng_c2s_io:emit(sasl_failure('invalid-mechanism'), D)};
         true ->
@@ -74,7 +91,7 @@ limited(Run, D) ->
 %% The SASL context, with the per-account check: run after the user name is
 %% known and before any credential is looked up.
 %% (The fun is kept in the SCRAM state: it holds the server and address only.)
-sasl_ctx(#d{server = Server, ip = IP}) ->
+sasl_ctx(#d{server = Server, ip = IP, sock = Sock}) ->
     Allow = fun(User) ->
                     throng_auth_limits:account_allowed(User, Server, IP)
                         orelse rate_limited(account,
@@ -83,7 +100,7 @@ sasl_ctx(#d{server = Server, ip = IP}) ->
                                                   account_failures(User, Server)},
                                             Server, IP)
             end,
-    (throng_auth:sasl_ctx(Server))#{allow_user => Allow}.
+    (throng_auth:sasl_ctx(Server))#{allow_user => Allow, channel_bindings => channel_bindings(Sock)}.
 
 -spec rate_limited(address | account, map(), binary(), inet:ip_address() | undefined) -> false.
 rate_limited(Scope, Info, Server, IP) ->

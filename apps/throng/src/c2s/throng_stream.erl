@@ -11,6 +11,7 @@
                            tls := boolean(),
                            starttls := disabled | optional | required,
                            mechanisms := [binary()],
+                           channel_bindings => [binary()],
                            extra := iodata(),
                            sm := boolean()}.
 -export_type([features_opts/0]).
@@ -93,7 +94,7 @@ error(Cond, Text) ->
 %% @doc The stream features for the stage of negotiation.
 -spec features(features_opts()) -> iodata().
 features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Mechs,
-           extra := Extra}) ->
+           extra := Extra} = Opts) ->
     OfferTLS = not TLS andalso StartTLS =/= disabled,
     MustTLS = not TLS andalso StartTLS =:= required,
     ["<stream:features>",
@@ -102,6 +103,10 @@ features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Me
      [["<mechanisms xmlns='", ?NS_SASL, "'>",
        [["<mechanism>", M, "</mechanism>"] || M <- Mechs], "</mechanisms>"]
       || not MustTLS],
+     %% XEP-0440: the channel binding types the -PLUS mechanisms accept.
+     [["<sasl-channel-binding xmlns='", ?NS_SASL_CB, "'>",
+       [["<channel-binding type='", T, "'/>"] || T <- CBs], "</sasl-channel-binding>"]
+      || CBs <- [maps:get(channel_bindings, Opts, [])], CBs =/= [], not MustTLS],
      %% What extension modules add (in-band registration) needs TLS first
      %% when TLS is required.
      [Extra || not MustTLS],

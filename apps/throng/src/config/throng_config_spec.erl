@@ -241,9 +241,15 @@ listener_spec() ->
                                   "and the node's RSS stays high (see docs/benchmarks.md)."}}.
 
 auth_spec() ->
-    #{mechanisms => #{type => {list, {enum, ['SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN']}},
-                      default => ['SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN'],
-                      doc => "SASL mechanisms offered, in this order."},
+    #{mechanisms => #{type => {list, {enum, ['SCRAM-SHA-256-PLUS', 'SCRAM-SHA-1-PLUS',
+                                             'SCRAM-SHA-256', 'SCRAM-SHA-1', 'PLAIN']}},
+                      default => ['SCRAM-SHA-256-PLUS', 'SCRAM-SHA-1-PLUS', 'SCRAM-SHA-256',
+                                  'SCRAM-SHA-1', 'PLAIN'],
+                      doc => "SASL mechanisms offered, in this order. The -PLUS ones (channel "
+                             "binding: tls-exporter, tls-server-end-point, advertised with "
+                             "XEP-0440) only on TLS connections; where they are offered, a "
+                             "SCRAM client that says it could bind but thinks the server "
+                             "cannot (gs2 flag y) is refused as a downgrade."},
       scram_iterations => #{type => {int, 1, 1000000}, default => 4096,
                             doc => "PBKDF2 iterations for SCRAM credentials of new or changed "
                                    "passwords. Passwords are stored only as SCRAM keys."},

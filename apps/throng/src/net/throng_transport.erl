@@ -14,7 +14,7 @@
 
 -export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1,
          controlling_process/2, peer_ip/1, close/1, upgrade/3, decode/2,
-         port/1, is_tls/1, close_after_error/1]).
+         port/1, is_tls/1, channel_bindings/1, close_after_error/1]).
 
 -type socket() :: {module(), port(), term()}.
 
@@ -104,6 +104,12 @@ port({_, Port, _}) -> Port.
 
 -spec is_tls(socket()) -> boolean().
 is_tls({Mod, _, _}) -> Mod =:= throng_transport_tls.
+
+%% @doc The channel binding data of the connection by type name
+%% (`<<"tls-exporter">>', `<<"tls-server-end-point">>'): empty without TLS.
+-spec channel_bindings(socket()) -> #{binary() => binary()}.
+channel_bindings({throng_transport_tls, _, _} = S) -> throng_transport_tls:channel_bindings(S);
+channel_bindings(_) -> #{}.
 
 %% @doc Closes a connection after writing an error its peer may not have
 %% read yet: ends the write side, then reads and drops what the peer still

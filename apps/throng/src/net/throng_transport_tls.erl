@@ -9,14 +9,17 @@
 
 -export([listen/2, accept/1, messages/0, send/2, setopts/2, controlling_process/2,
          peername/1, close/1, upgrade/3, decode/2]).
--export([over_tcp/2]).
+-export([over_tcp/2, channel_bindings/1]).
 
-%% The socket's state: handshaking, or the record layer and the RFC 9266
-%% tls-exporter value (channel binding; undefined for TLS 1.2 without the
-%% extended master secret). Nothing else of the handshake is kept: every
-%% word here is a word of every idle session.
+%% The socket's state: handshaking, or the record layer and the channel
+%% binding data (RFC 9266 tls-exporter: undefined for TLS 1.2 without the
+%% extended master secret; RFC 5929 tls-server-end-point and tls-unique).
+%% Nothing else of
+%% the handshake is kept: every word here is a word of every idle session.
+-type cb() :: binary() | undefined.
 -type state() :: {handshake, throng_tls_nif:conn()} |
-                 {established, throng_tls_record:state(), Exporter :: binary() | undefined}.
+                 {established, throng_tls_record:state(),
+                  {Exporter :: cb(), EndPoint :: cb(), Unique :: cb()}}.
 -export_type([state/0]).
 
 %% @doc Server-side TLS on an accepted TCP port, with the server's
@@ -119,9 +122,10 @@ decode({Mod, Port, {handshake, Conn}}, Data) ->
         {done, Out, Info, Rest} ->
             throng_metrics:incr(tls_established),
             Rec = throng_tls_record:new(Info),
-            Exporter = maps:get(exporter, Info),
+            CB = {maps:get(exporter, Info), maps:get(server_end_point, Info),
+                  maps:get(tls_unique, Info)},
             case out(Port, Out) of
-                ok -> decode({Mod, Port, {established, Rec, Exporter}}, Rest);
+                ok -> decode({Mod, Port, {established, Rec, CB}}, Rest);
                 {error, _} = E -> E
             end;
         {error, Why, Out} ->
@@ -129,11 +133,11 @@ decode({Mod, Port, {handshake, Conn}}, Data) ->
             _ = out(Port, Out),
             {error, {handshake, Why}}
     end;
-decode({Mod, Port, {established, Rec, Exporter}}, Data) ->
+decode({Mod, Port, {established, Rec, CB}}, Data) ->
     case throng_tls_record:open(Data, Rec) of
         {ok, Plain, Out, Rec1} ->
             case out(Port, Out) of
-                ok -> {ok, Plain, {Mod, Port, {established, Rec1, Exporter}}};
+                ok -> {ok, Plain, {Mod, Port, {established, Rec1, CB}}};
                 {error, _} = E -> E
             end;
         {closed, Plain, Out} ->
@@ -143,6 +147,17 @@ decode({Mod, Port, {established, Rec, Exporter}}, Data) ->
             _ = out(Port, Out),
             {error, Why}
     end.
+
+%% @doc The channel bindings this connection offers SASL (RFC 5056), by
+%% type name: tls-exporter (RFC 9266), tls-server-end-point and tls-unique
+%% (RFC 5929), each when the handshake defines it.
+-spec channel_bindings(throng_transport:socket()) -> #{binary() => binary()}.
+channel_bindings({_, _, {established, _, {Exporter, EndPoint, Unique}}}) ->
+    maps:from_list([{<<"tls-exporter">>, Exporter} || is_binary(Exporter)] ++
+                   [{<<"tls-server-end-point">>, EndPoint} || is_binary(EndPoint)] ++
+                   [{<<"tls-unique">>, Unique} || is_binary(Unique)]);
+channel_bindings(_) ->
+    #{}.
 
 out(_Port, <<>>) -> ok;
 out(_Port, []) -> ok;
