@@ -377,11 +377,16 @@ static ERL_NIF_TERM done_info(ErlNifEnv *env, conn_t *c) {
                       ep_len ? bin(env, ep, ep_len) : am_undefined, &map);
     /* RFC 5929 tls-unique: the first Finished message of the handshake (the
      * client's, or the server's on resumption), as OpenSSL-based clients
-     * compute it, also under TLS 1.3 (docs/tls.md says why it is kept). */
+     * compute it, also under TLS 1.3 (docs/tls.md says why it is kept); not
+     * for TLS 1.2 without the extended master secret (the triple handshake
+     * attack, RFC 7627). */
     unsigned char fin[EVP_MAX_MD_SIZE];
-    size_t fin_len = SSL_session_reused(ssl) ? SSL_get_finished(ssl, fin, sizeof fin)
-                                             : SSL_get_peer_finished(ssl, fin, sizeof fin);
-    if (fin_len > sizeof fin) fin_len = 0;
+    size_t fin_len = 0;
+    if (v == TLS1_3_VERSION || SSL_get_extms_support(ssl) == 1) {
+        fin_len = SSL_session_reused(ssl) ? SSL_get_finished(ssl, fin, sizeof fin)
+                                          : SSL_get_peer_finished(ssl, fin, sizeof fin);
+        if (fin_len > sizeof fin) fin_len = 0;
+    }
     enif_make_map_put(env, map, am_tls_unique,
                       fin_len ? bin(env, fin, fin_len) : am_undefined, &map);
     const unsigned char *alpn;
