@@ -39,7 +39,8 @@ commands() ->
           "several servers (cluster nodes), e.g. 127.0.0.1:15301-15304 or "
           "h1:5222,h2:5222 (server.targets): user N goes to target N mod K"},
          {"domain", domain, string, undefined, "XMPP domain of the users (server.domain)"},
-         {"tls", tls, {enum, [none, starttls]}, undefined, "none or starttls (server.tls)"},
+         {"tls", tls, {enum, [none, starttls, direct]}, undefined,
+          "none, starttls or direct (XEP-0368: TLS from the first byte; server.tls)"},
          {"auth", auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, undefined,
           "SASL mechanism (server.auth)"},
          {"users", users, pos_int, undefined,

@@ -23,7 +23,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
--export([consistency/1, starttls_scram/1, wrong_password/1, two_worker_vms/1,
+-export([consistency/1, starttls_scram/1, direct_tls_scram/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
          malformed_scenario/1]).
@@ -38,7 +38,7 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario]},
-     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets]},
+     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram]},
      {other_server, [], Real}].
 
 init_per_suite(Config) ->
@@ -82,11 +82,13 @@ start_throng(Config) ->
     Listener = #{port => 0, ip => <<"127.0.0.1">>, starttls => optional},
     throng_ct:start(Config, #{modules => #{register => #{allow_create => true, ip_interval => 0}},
                               auth => #{max_failure_delay => 0},
-                              listen => [Listener, Listener]}),
+                              listen => [Listener, Listener,
+                                         Listener#{direct_tls => true}]}),
     {ok, ?USERS} = throng_auth:bulk_register(<<"localhost">>, <<"user">>, ?USERS,
                                              <<"password">>, 18),
-    [#{port := Port}, #{port := Port2}] = throng_info:listeners(),
-    [{host, "127.0.0.1"}, {port, Port}, {port2, Port2}, {domain, "localhost"}, {server, throng},
+    [#{port := Port}, #{port := Port2}, #{port := Port3}] = throng_info:listeners(),
+    [{host, "127.0.0.1"}, {port, Port}, {port2, Port2}, {direct_port, Port3},
+     {domain, "localhost"}, {server, throng},
      {server_pid, list_to_integer(os:getpid())} | Config].
 
 start_prosody(Config) ->
@@ -219,6 +221,16 @@ starttls_scram(Config) ->
                            latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S),
             server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], [])
     end.
+
+%% @doc Direct TLS (XEP-0368) and SCRAM-SHA-256: the handshake first, then
+%% the stream; the tls histogram runs from the connect.
+direct_tls_scram(Config) ->
+    Before = server_counters(Config),
+    {complete, S} = run(Config, "direct", #{tls => direct, auth => 'scram-sha-256', users => 10,
+                                           port => ?config(direct_port, Config)}),
+    ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
+                   latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S),
+    server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], []).
 
 %% @doc A wrong password: every user fails with auth_failure; exit status 1.
 wrong_password(Config) ->

@@ -14,14 +14,19 @@
 %% standard name), the secrets the record keys derive from (TLS 1.3: the
 %% application traffic secrets; TLS 1.2: the master secret and the hello
 %% randoms), how many records the server already wrote under the new write
-%% key (TLS 1.3 session tickets), the RFC 9266 exporter value for channel
-%% binding, the ALPN protocol and the SNI host name the client sent.
+%% key (TLS 1.3 session tickets), the channel binding values (RFC 9266
+%% tls-exporter; RFC 5929 tls-server-end-point and tls-unique; undefined
+%% where not defined or not safe), the ALPN protocol and the SNI host name
+%% the client sent.
 -type info() :: #{version := tls12 | tls13, cipher := atom(),
                   client_secret => binary(), server_secret => binary(),
                   write_records => non_neg_integer(),
                   master_secret => binary(), client_random => binary(),
                   server_random => binary(),
-                  exporter := binary() | undefined, alpn := binary() | undefined,
+                  exporter := binary() | undefined,
+                  server_end_point := binary() | undefined,
+                  tls_unique := binary() | undefined,
+                  alpn := binary() | undefined,
                   sni := binary() | undefined}.
 -export_type([ctx/0, conn/0, info/0]).
 

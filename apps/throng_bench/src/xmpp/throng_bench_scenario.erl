@@ -23,7 +23,7 @@
          {port, {int, 1, 65535}, 5222},
          {targets, targets, none},
          {domain, string, <<"localhost">>},
-         {tls, {enum, [none, starttls]}, none},
+         {tls, {enum, [none, starttls, direct]}, none},
          {auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, plain},
          {resource, string, <<"bench">>}]).
 

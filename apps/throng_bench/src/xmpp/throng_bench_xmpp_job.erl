@@ -21,12 +21,12 @@ start(Scenario, {K, W}) ->
     persistent_term:put(throng_bench_xmpp_user:config_key(), Cfg),
     ok = throng_bench_metrics:init_targets(tuple_size(maps:get(targets, Cfg))),
     case maps:get(tls, Cfg) of
-        starttls ->
+        none -> ok;
+        _StartTLSOrDirect ->
             case application:ensure_all_started(fast_tls) of
                 {ok, _} -> ok;
                 {error, R} -> error({fast_tls_not_available, R})
-            end;
-        none -> ok
+            end
     end,
     %% The VM's memory once everything but the users is in place (code
     %% loaded, metrics created): what users add is measured from here.

@@ -90,18 +90,34 @@ init(N, Prof, LengthMs, Seed) ->
             throng_bench_metrics:inc(connects),
             throng_bench_metrics:inc(users_connected),
             throng_bench_metrics:inc(conns_open),
-                    U = enter(features, U0#u{conn = Conn, xs = new_parser()}),
-            case send(U, header(Cfg)) of
-                ok ->
-                    ok = throng_bench_xmpp_conn:activate(Conn),
-                    loop(U);
-                {error, R} -> fail(U, R)
+            case connected(maps:get(tls, Cfg), Conn, U0) of
+                {ok, U} ->
+                    case send(U, header(Cfg)) of
+                        ok ->
+                            ok = throng_bench_xmpp_conn:activate(Conn),
+                            loop(U);
+                        {error, R} -> fail(U, R)
+                    end;
+                {error, R} ->
+                    fail(U0#u{conn = Conn}, R)
             end;
         {error, R} ->
             fail(U0, R)
     end.
 
 new_parser() -> throng_xml_stream:new(#{max_stanza_size => 4194304}).
+
+%% Direct TLS (XEP-0368): the handshake starts at once (the stream header
+%% goes out behind it), and the `tls' histogram runs from the connect to
+%% the stream features; otherwise the stream starts in the clear.
+connected(direct, Conn, U0) ->
+    case throng_bench_xmpp_conn:starttls(Conn) of
+        {ok, Tls} ->
+            {ok, (enter(features_tls, U0#u{conn = Tls, xs = new_parser()}))#u{t_step = U0#u.t_step}};
+        {error, _} = E -> E
+    end;
+connected(_, Conn, U0) ->
+    {ok, enter(features, U0#u{conn = Conn, xs = new_parser()})}.
 
 %% @doc Where a hibernated user resumes.
 -spec wake(#u{}) -> ok.

@@ -1,0 +1,176 @@
+%% @doc Server CPU and round trips per login over TLS, by the way a client
+%% logs in (bench/tls/logins.sh runs this in its own BEAM against a release
+%% node). Each variant logs N users in (C at a time; OTP ssl clients, TLS
+%% 1.3, RSA-2048 certificate), keeps them until all are in, samples the
+%% server's CPU time (/proc) around the logins only, then closes them.
+%%
+%% Round trips: the times the client waits for the server, from the TCP
+%% connect to the bind result (TCP's own handshake counted as one).
+-module(tls_logins).
+
+-export([main/1]).
+
+-define(HDR, "<?xml version='1.0'?><stream:stream to='localhost' xmlns='jabber:client' "
+             "xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>").
+
+main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
+    OsPid = list_to_integer(OsPidS),
+    Ports = #{starttls => list_to_integer(StartTlsPortS), direct => list_to_integer(DirectPortS)},
+    N = list_to_integer(NS),
+    C = list_to_integer(CS),
+    {ok, _} = application:ensure_all_started(ssl),
+    Variants =
+        [{"plain TCP + PLAIN, first login (no TLS: the baseline)", tcp, full, plain, 2 * N + 1},
+         {"plain TCP + PLAIN, again (the server's PLAIN cache)", tcp, full, plain, 2 * N + 1},
+         {"STARTTLS + PLAIN, first login (PBKDF2 on the server)", starttls, full, plain, 1},
+         {"STARTTLS + PLAIN, again (the server's PLAIN cache)", starttls, full, plain, 1},
+         {"STARTTLS + SCRAM-SHA-256", starttls, full, scram, N + 1},
+         {"STARTTLS + SCRAM-SHA-256-PLUS (tls-server-end-point)", starttls, full, scram_plus, N + 1},
+         {"direct TLS + SCRAM-SHA-256", direct, full, scram, N + 1},
+         {"direct TLS, resumed (ticket) + SCRAM-SHA-256", direct, resumed, scram, N + 1},
+         {"direct TLS, resumed (ticket) + PLAIN (cached)", direct, resumed, plain, 1}],
+    io:format("~-56s ~7s ~17s ~12s ~8s~n",
+              ["variant", "logins", "server CPU/login", "round trips", "resumed"]),
+    [run(V, Ports, OsPid, N, C) || V <- Variants],
+    halt(0).
+
+run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
+    Port = maps:get(case Kind of tcp -> starttls; _ -> Kind end, Ports),
+    %% Resumption needs tickets: C logins first, one after another (two
+    %% tickets each; every resumed login brings two more). Not measured.
+    _ = [begin {S, _, _} = login(Kind, Port, Tls, Auth, First), close(S) end
+         || Tls =:= resumed, _ <- lists:seq(1, C)],
+    %% Resumed logins go one at a time: OTP 25's client ticket store crashes
+    %% when two connections ask for tickets at once (a ticket locked by the
+    %% other).
+    Cpu0 = cpu_ms(OsPid),
+    Results = batches(lists:seq(First, First + N - 1), case Tls of resumed -> 1; full -> C end,
+                      Kind, Port, Tls, Auth, []),
+    Cpu1 = cpu_ms(OsPid),
+    Trips = lists:usort([T || {_, T, _} <- Results]),
+    Resumed = length([R || {_, _, true} = R <- Results]),
+    [close(S) || {S, _, _} <- Results],
+    io:format("~-56s ~7b ~14.3f ms ~12w ~7.1f%~n",
+              [Label, length(Results), (Cpu1 - Cpu0) / N, Trips, 100 * Resumed / N]),
+    timer:sleep(1000).
+
+batches([], _C, _Kind, _Port, _Tls, _Auth, Acc) ->
+    Acc;
+batches(Users, C, Kind, Port, Tls, Auth, Acc) ->
+    {Now, Later} = lists:split(min(C, length(Users)), Users),
+    Self = self(),
+    Pids = [spawn(fun() -> Self ! {done, self(), login(Kind, Port, Tls, Auth, I)} end) || I <- Now],
+    Got = [receive {done, P, R} -> R after 60000 -> error(timeout) end || P <- Pids],
+    batches(Later, C, Kind, Port, Tls, Auth, Got ++ Acc).
+
+tls_opts(full) -> [{session_tickets, disabled}];
+tls_opts(resumed) -> [{session_tickets, auto}].
+
+login(Kind, Port, Tls, Auth, I) ->
+    Opts = [binary, {active, false}, {verify, verify_none}, {versions, ['tlsv1.3']},
+            {server_name_indication, "localhost"} | tls_opts(Tls)],
+    {S, Trips0} =
+        case Kind of
+            direct ->
+                %% (ssl:connect/3 with the address: OTP 25's ticket store
+                %% cannot keep tickets of a connection upgraded from TCP.)
+                {ok, S0} = ssl:connect({127, 0, 0, 1}, Port, [{nodelay, true} | Opts], 30000),
+                ok = ssl:send(S0, ?HDR),
+                ok = wait_for(S0, <<"</stream:features>">>),
+                {S0, 1 + 1 + 1};                       % TCP, TLS 1.3, stream
+            tcp ->
+                {ok, T} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false},
+                                                                 {nodelay, true}]),
+                ok = gen_tcp:send(T, ?HDR),
+                ok = wait_for({tcp, T}, <<"</stream:features>">>),
+                {{tcp, T}, 1 + 1};                         % TCP, stream
+            starttls ->
+                {ok, T} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false},
+                                                                 {nodelay, true}]),
+                ok = gen_tcp:send(T, [?HDR, "<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"]),
+                ok = wait_for({tcp, T}, <<"<proceed">>),
+                {ok, S0} = ssl:connect(T, Opts, 30000),
+                ok = ssl:send(S0, ?HDR),
+                ok = wait_for(S0, <<"</stream:features>">>),
+                {S0, 1 + 1 + 1 + 1}                    % TCP, starttls, TLS 1.3, stream
+        end,
+    User = <<"user", (integer_to_binary(I))/binary>>,
+    AuthTrips = auth(Auth, S, User),
+    ok = send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
+                  "<resource>tls</resource></bind></iq>"]),
+    ok = wait_for(S, <<"id='b'">>),
+    {S, Trips0 + AuthTrips + 1, resumed(S)}.
+
+resumed({tcp, _}) -> false;
+resumed(S) ->
+    {ok, [{session_resumption, R}]} = ssl:connection_information(S, [session_resumption]),
+    R.
+
+send({tcp, T}, Data) -> gen_tcp:send(T, Data);
+send(S, Data) -> ssl:send(S, Data).
+
+auth(plain, S, User) ->
+    ok = send(S, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
+                      base64:encode(<<0, User/binary, 0, "password">>), "</auth>"]),
+    ok = wait_for(S, <<"<success">>),
+    1;
+auth(Scram, S, User) ->
+    {Mech, Gs2, CbData} =
+        case Scram of
+            scram -> {<<"SCRAM-SHA-256">>, <<"n,,">>, <<>>};
+            scram_plus ->
+                {ok, Der} = ssl:peercert(S),
+                {<<"SCRAM-SHA-256-PLUS">>, <<"p=tls-server-end-point,,">>, crypto:hash(sha256, Der)}
+        end,
+    Bare = <<"n=", User/binary, ",r=", (base64:encode(crypto:strong_rand_bytes(12)))/binary>>,
+    ok = send(S, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='", Mech, "'>",
+                      base64:encode(<<Gs2/binary, Bare/binary>>), "</auth>"]),
+    Challenge = element_text(recv_until(S, <<"</challenge>">>), <<"challenge">>),
+    First = base64:decode(Challenge),
+    F = maps:from_list([{K, V} || <<K:1/binary, "=", V/binary>> <- binary:split(First, <<",">>, [global])]),
+    #{<<"r">> := Nonce, <<"s">> := Salt, <<"i">> := It} = F,
+    Salted = crypto:pbkdf2_hmac(sha256, <<"password">>, base64:decode(Salt), binary_to_integer(It), 32),
+    ClientKey = crypto:mac(hmac, sha256, Salted, <<"Client Key">>),
+    NoProof = <<"c=", (base64:encode(<<Gs2/binary, CbData/binary>>))/binary, ",r=", Nonce/binary>>,
+    AuthMsg = [Bare, ",", First, ",", NoProof],
+    Sig = crypto:mac(hmac, sha256, crypto:hash(sha256, ClientKey), AuthMsg),
+    Proof = crypto:exor(ClientKey, Sig),
+    ok = send(S, ["<response xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>",
+                      base64:encode(<<NoProof/binary, ",p=", (base64:encode(Proof))/binary>>),
+                      "</response>"]),
+    ok = wait_for(S, <<"<success">>),
+    2.
+
+element_text(Bin, Name) ->
+    {Start, Len} = binary:match(Bin, <<"<", Name/binary>>),
+    Rest = binary:part(Bin, Start + Len, byte_size(Bin) - Start - Len),
+    {Gt, 1} = binary:match(Rest, <<">">>),
+    Body = binary:part(Rest, Gt + 1, byte_size(Rest) - Gt - 1),
+    {End, _} = binary:match(Body, <<"</">>),
+    binary:part(Body, 0, End).
+
+wait_for(S, Pattern) ->
+    _ = recv_until(S, Pattern),
+    ok.
+
+recv_until(S, Pattern) -> recv_until(S, Pattern, <<>>).
+recv_until(S, Pattern, Acc) ->
+    case binary:match(Acc, Pattern) of
+        nomatch ->
+            {ok, B} = case S of
+                          {tcp, T} -> gen_tcp:recv(T, 0, 30000);
+                          _ -> ssl:recv(S, 0, 30000)
+                      end,
+            recv_until(S, Pattern, <<Acc/binary, B/binary>>);
+        _ ->
+            Acc
+    end.
+
+close({tcp, T}) -> _ = gen_tcp:close(T), ok;
+close(S) -> _ = ssl:close(S), ok.
+
+cpu_ms(OsPid) ->
+    {ok, B} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat"),
+    [_, After] = binary:split(B, <<") ">>),
+    Fields = binary:split(After, <<" ">>, [global]),
+    (binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields))) * 10.
