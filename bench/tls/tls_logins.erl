@@ -28,7 +28,9 @@ main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
          {"STARTTLS + SCRAM-SHA-256-PLUS (tls-server-end-point)", starttls, full, scram_plus, N + 1},
          {"direct TLS + SCRAM-SHA-256", direct, full, scram, N + 1},
          {"direct TLS, resumed (ticket) + SCRAM-SHA-256", direct, resumed, scram, N + 1},
-         {"direct TLS, resumed (ticket) + PLAIN (cached)", direct, resumed, plain, 1}],
+         {"direct TLS, resumed (ticket) + PLAIN (cached)", direct, resumed, plain, 1},
+         {"direct TLS + SASL2 FAST (HT-SHA-256-NONE) + Bind2", direct, full, fast, 1},
+         {"direct TLS, resumed (ticket) + SASL2 FAST + Bind2", direct, resumed, fast, 1}],
     io:format("~-56s ~7s ~17s ~12s ~8s~n",
               ["variant", "logins", "server CPU/login", "round trips", "resumed"]),
     [run(V, Ports, OsPid, N, C) || V <- Variants],
@@ -36,6 +38,9 @@ main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
 
 run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
     Port = maps:get(case Kind of tcp -> starttls; _ -> Kind end, Ports),
+    %% FAST needs a token per user: a SASL2 PLAIN login asks for it (not
+    %% measured).
+    _ = [fetch_tokens(Port, First, N) || Auth =:= fast],
     %% Resumption needs tickets: C logins first, one after another (two
     %% tickets each; every resumed login brings two more). Not measured.
     _ = [begin {S, _, _} = login(Kind, Port, Tls, Auth, First), close(S) end
@@ -96,10 +101,41 @@ login(Kind, Port, Tls, Auth, I) ->
         end,
     User = <<"user", (integer_to_binary(I))/binary>>,
     AuthTrips = auth(Auth, S, User),
+    BindTrips = bind(Auth, S),
+    {S, Trips0 + AuthTrips + BindTrips, resumed(S)}.
+
+%% SASL2 with Bind2 binds in its <success/>; otherwise a bind IQ after the
+%% restart.
+bind(fast, _S) ->
+    0;
+bind(_, S) ->
     ok = send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
                   "<resource>tls</resource></bind></iq>"]),
     ok = wait_for(S, <<"id='b'">>),
-    {S, Trips0 + AuthTrips + 1, resumed(S)}.
+    1.
+
+ua(User) -> ["<user-agent id='bench-", User, "'/>"].
+
+%% One SASL2 PLAIN login per user, asking for a FAST token; kept in the
+%% process dictionary for the measured logins.
+fetch_tokens(Port, First, N) ->
+    [begin
+         User = <<"user", (integer_to_binary(I))/binary>>,
+         {ok, S} = ssl:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {verify, verify_none},
+                                                      {versions, ['tlsv1.3']},
+                                                      {session_tickets, disabled}], 30000),
+         ok = ssl:send(S, ?HDR),
+         ok = wait_for(S, <<"</stream:features>">>),
+         ok = ssl:send(S, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='PLAIN'><initial-response>",
+                           base64:encode(<<0, User/binary, 0, "password">>), "</initial-response>",
+                           ua(User), "<request-token xmlns='urn:xmpp:fast:0' mechanism='HT-SHA-256-NONE'/>",
+                           "</authenticate>"]),
+         Success = recv_until(S, <<"</success>">>),
+         {match, [Token]} = re:run(Success, "token='([^']+)'", [{capture, all_but_first, binary}]),
+         persistent_term:put({?MODULE, token, User}, Token),
+         close(S)
+     end || I <- lists:seq(First, First + N - 1)],
+    ok.
 
 resumed({tcp, _}) -> false;
 resumed(S) ->
@@ -109,6 +145,14 @@ resumed(S) ->
 send({tcp, T}, Data) -> gen_tcp:send(T, Data);
 send(S, Data) -> ssl:send(S, Data).
 
+auth(fast, S, User) ->
+    Token = persistent_term:get({?MODULE, token, User}),
+    Hmac = crypto:mac(hmac, sha256, Token, <<"Initiator">>),
+    ok = send(S, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='HT-SHA-256-NONE'><initial-response>",
+                  base64:encode(<<User/binary, 0, Hmac/binary>>), "</initial-response>", ua(User),
+                  "<bind xmlns='urn:xmpp:bind:0'><tag>bench</tag></bind></authenticate>"]),
+    ok = wait_for(S, <<"</success>">>),
+    1;
 auth(plain, S, User) ->
     ok = send(S, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
                       base64:encode(<<0, User/binary, 0, "password">>), "</auth>"]),

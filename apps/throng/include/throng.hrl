@@ -24,6 +24,9 @@
 -define(NS_TLS, <<"urn:ietf:params:xml:ns:xmpp-tls">>).
 -define(NS_SASL, <<"urn:ietf:params:xml:ns:xmpp-sasl">>).
 -define(NS_SASL_CB, <<"urn:xmpp:sasl-cb:0">>).
+-define(NS_SASL2, <<"urn:xmpp:sasl:2">>).
+-define(NS_BIND2, <<"urn:xmpp:bind:0">>).
+-define(NS_FAST, <<"urn:xmpp:fast:0">>).
 -define(NS_BIND, <<"urn:ietf:params:xml:ns:xmpp-bind">>).
 -define(NS_SESSION, <<"urn:ietf:params:xml:ns:xmpp-session">>).
 -define(NS_ROSTER, <<"jabber:iq:roster">>).

@@ -368,6 +368,48 @@ plus_not_offered_test_() ->
        ?_assertEqual({ok, <<"user">>},
                      scram_login(<<"SCRAM-SHA-256">>, <<"user">>, <<"pencil">>, plus_ctx()))]).
 
+%%% FAST: HT-SHA-256-* (XEP-0484, draft-schmaus-kitten-sasl-ht)
+
+-define(TOKEN, <<"a-fast-token">>).
+
+ht_ctx(Answer) ->
+    (plus_ctx())#{fast_tokens => fun(<<"user">>, _Mech) -> Answer;
+                                    (_, _) -> none
+                                 end}.
+
+ht_msg(Token, Cb) ->
+    <<"user", 0, (crypto:mac(hmac, sha256, Token, <<"Initiator", Cb/binary>>))/binary>>.
+
+ht_test_() ->
+    Tokens = {ok, [{new, <<"other">>, 1}, {current, ?TOKEN, 2}]},
+    with_stringprep(
+      [%% The matching slot, and the server's proof.
+       ?_assertEqual({success, crypto:mac(hmac, sha256, ?TOKEN, <<"Responder">>), <<"user">>,
+                      {fast, current, 2}},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(Tokens))),
+       %% -EXPR binds the tls-exporter value, -ENDP the certificate's hash.
+       ?_assertMatch({success, _, <<"user">>, {fast, current, 2}},
+                     throng_sasl:start(<<"HT-SHA-256-EXPR">>, ht_msg(?TOKEN, ?EXPORTER), ht_ctx(Tokens))),
+       ?_assertMatch({success, _, <<"user">>, {fast, current, 2}},
+                     throng_sasl:start(<<"HT-SHA-256-ENDP">>, ht_msg(?TOKEN, ?END_POINT), ht_ctx(Tokens))),
+       ?_assertEqual({error, 'not-authorized', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-EXPR">>, ht_msg(?TOKEN, <<>>), ht_ctx(Tokens))),
+       ?_assertEqual({error, 'not-authorized', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(<<"wrong">>, <<>>), ht_ctx(Tokens))),
+       ?_assertEqual({error, 'credentials-expired', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(expired))),
+       ?_assertEqual({error, 'not-authorized', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(none))),
+       ?_assertEqual({error, 'malformed-request', undefined},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, <<"user-without-nul">>, ht_ctx(Tokens))),
+       %% Without tokens in the context (no FAST for this client), or
+       %% without the binding a mechanism needs: not offered.
+       ?_assertEqual({error, 'invalid-mechanism', undefined},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), plus_ctx())),
+       ?_assertEqual({error, 'invalid-mechanism', undefined},
+                     throng_sasl:start(<<"HT-SHA-256-EXPR">>, ht_msg(?TOKEN, <<>>),
+                                       (ht_ctx(Tokens))#{channel_bindings => #{}}))]).
+
 %% Malformed client-first messages.
 scram_client_first_malformed_test_() ->
     Ctx = ctx(),

@@ -34,7 +34,7 @@ option_errors_name_the_option_test() ->
     ?assertEqual("option --rate needs a value", Err(["--rate"])),
     ?assertEqual("unknown option --user for xmpp (see: throng-bench xmpp --help)",
                  Err(["--user", "5"])),
-    ?assertEqual("option --tls: expected one of none, starttls, got \"ssl\"", Err(["--tls", "ssl"])),
+    ?assertEqual("option --tls: expected one of none, starttls, direct, got \"ssl\"", Err(["--tls", "ssl"])),
     ?assertEqual("unexpected argument \"paper\" for xmpp (options start with --)", Err(["paper"])),
     ?assertEqual("option --targets: expected HOST:PORT items separated by commas (a port range "
                  "HOST:P1-P2 counts one target per port; each target once), got \"h:1,h:1\"",

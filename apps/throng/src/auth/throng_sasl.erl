@@ -63,7 +63,13 @@
                  allow_user => fun((User :: binary()) -> boolean()),
                  %% The connection's channel bindings by type name, when the
                  %% -PLUS mechanisms are offered on it. Default: none.
-                 channel_bindings => #{binary() => binary()}}.
+                 channel_bindings => #{binary() => binary()},
+                 %% FAST (XEP-0484): the client's tokens for an HT mechanism,
+                 %% with the slot each is in and when it was issued. Without
+                 %% it the HT-* mechanisms are not offered.
+                 fast_tokens => fun((User :: binary(), Mechanism :: binary()) ->
+                                           {ok, [{atom(), binary(), integer()}]} | expired
+                                               | none)}.
 -type condition() :: 'aborted' | 'account-disabled' | 'credentials-expired'
                    | 'encryption-required' | 'incorrect-encoding'
                    | 'invalid-authzid' | 'invalid-mechanism'
@@ -71,10 +77,13 @@
                    | 'not-authorized' | 'temporary-auth-failure'.
 -type result() :: {continue, Challenge :: binary(), state()}
                 | {success, AdditionalData :: binary(), User :: binary()}
+                | {success, AdditionalData :: binary(), User :: binary(),
+                   {fast, Slot :: atom(), Issued :: integer()}}
                 | {error, condition(), User :: binary() | undefined}.
 -export_type([ctx/0, creds/0, condition/0, result/0, state/0]).
 
--type mech() :: plain | throng_scram:hash() | {plus, throng_scram:hash()}.
+-type mech() :: plain | throng_scram:hash() | {plus, throng_scram:hash()}
+              | {ht, Name :: binary(), ChannelBinding :: binary() | none}.
 
 %% Waiting for the first client message after an empty initial response.
 -record(first, {mech :: mech(), ctx :: ctx()}).
@@ -104,6 +113,13 @@
 start(Mechanism, InitialResponse, Ctx) ->
     case mech(Mechanism) of
         error -> {error, 'invalid-mechanism', undefined};
+        {ht, _, Cb} = Mech ->
+            Bindings = maps:get(channel_bindings, Ctx, #{}),
+            case is_map_key(fast_tokens, Ctx) andalso (Cb =:= none orelse is_map_key(Cb, Bindings)) of
+                false -> {error, 'invalid-mechanism', undefined};
+                true when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
+                true -> first_message(Mech, InitialResponse, Ctx)
+            end;
         {plus, _} = Mech ->
             case map_size(maps:get(channel_bindings, Ctx, #{})) of
                 0 -> {error, 'invalid-mechanism', undefined};
@@ -128,10 +144,59 @@ mech(<<"SCRAM-SHA-1">>) -> sha;
 mech(<<"SCRAM-SHA-256">>) -> sha256;
 mech(<<"SCRAM-SHA-1-PLUS">>) -> {plus, sha};
 mech(<<"SCRAM-SHA-256-PLUS">>) -> {plus, sha256};
+mech(<<"HT-SHA-256-NONE">> = M) -> {ht, M, none};
+mech(<<"HT-SHA-256-ENDP">> = M) -> {ht, M, <<"tls-server-end-point">>};
+mech(<<"HT-SHA-256-EXPR">> = M) -> {ht, M, <<"tls-exporter">>};
 mech(_) -> error.
 
 first_message(plain, Message, Ctx) -> plain(Message, Ctx);
+first_message({ht, _, _} = Mech, Message, Ctx) -> ht(Mech, Message, Ctx);
 first_message(Mech, Message, Ctx) -> scram_first(Mech, Message, Ctx).
+
+%%% HT-SHA-256-* (draft-schmaus-kitten-sasl-ht, XEP-0484): the client proves
+%%% a token it was given: authcid NUL HMAC(token, "Initiator" || cb-data);
+%%% the server answers HMAC(token, "Responder" || cb-data). One message each
+%%% way, no PBKDF2.
+
+ht({ht, Name, Cb}, Message, Ctx) ->
+    case binary:split(Message, <<0>>) of
+        [Authcid, Hmac] when Authcid =/= <<>>, byte_size(Hmac) =:= 32 ->
+            case username(Authcid) of
+                {ok, User} ->
+                    case allowed(User, Ctx) of
+                        true -> ht_check(User, Name, cb_data(Cb, Ctx), Hmac, Ctx);
+                        false -> {error, 'temporary-auth-failure', User}
+                    end;
+                error ->
+                    {error, 'not-authorized', undefined}
+            end;
+        _ ->
+            {error, 'malformed-request', undefined}
+    end.
+
+cb_data(none, _Ctx) -> <<>>;
+cb_data(Name, Ctx) -> maps:get(Name, maps:get(channel_bindings, Ctx)).
+
+ht_check(User, Name, CbData, Hmac, #{fast_tokens := Tokens}) ->
+    case Tokens(User, Name) of
+        {ok, Candidates} ->
+            Matching = [{Slot, Token, Issued} || {Slot, Token, Issued} <- Candidates,
+                                                 crypto:hash_equals(
+                                                   crypto:mac(hmac, sha256, Token,
+                                                              <<"Initiator", CbData/binary>>),
+                                                   Hmac)],
+            case Matching of
+                [{Slot, Token, Issued} | _] ->
+                    {success, crypto:mac(hmac, sha256, Token, <<"Responder", CbData/binary>>),
+                     User, {fast, Slot, Issued}};
+                [] ->
+                    {error, 'not-authorized', User}
+            end;
+        expired ->
+            {error, 'credentials-expired', User};
+        none ->
+            {error, 'not-authorized', User}
+    end.
 
 %%% PLAIN: message = [authzid] NUL authcid NUL passwd
 

@@ -35,6 +35,7 @@
 
 -export([start_link/1, init/1]).
 -export([callback_mode/0, handle_event/4, terminate/3, code_change/4]).
+
 %% Called by throng_conns_sup: the listener's protocol module starts a connection.
 -ignore_xref([{start_link, 1}]).
 
@@ -326,11 +327,12 @@ xml({stanza, #xmlel{name = Name} = El, Bytes}, State, D) ->
     throng_metrics:bytes_in(Name, Bytes),
     element(State, El, D).
 
-features_opts(Stage, #d{lref = LRef, sock = Sock, server = Server}) ->
+features_opts(Stage, #d{lref = LRef, sock = Sock, server = Server} = D) ->
     #{stage => Stage, tls => throng_transport:is_tls(Sock),
       starttls => throng_c2s_io:lopt(LRef, starttls),
-      mechanisms => throng_c2s_auth:mechanisms(Sock),
-      channel_bindings => maps:keys(throng_c2s_auth:channel_bindings(Sock)),
+      mechanisms => throng_c2s_mechs:mechanisms(Sock),
+      channel_bindings => maps:keys(throng_c2s_mechs:channel_bindings(Sock)),
+      sasl2 => throng_c2s_sasl2:feature(D),
       extra => throng_ext:stream_features(Stage, Server),
       sm => throng_config:get([stream_management, enabled])}.
 
@@ -351,10 +353,16 @@ element(State, #xmlel{name = <<"auth">>} = El, D)
         true -> throng_c2s_io:stream_error('policy-violation', <<"STARTTLS is required">>, D);
         false -> throng_c2s_auth:sasl_start(El, D)
     end;
+element(negotiating, #xmlel{name = <<"authenticate">>} = El, D) ->
+    %% XEP-0388 SASL2: offered over TLS only.
+    case throng_xml:ns(El) =:= ?NS_SASL2 andalso throng_c2s_sasl2:offered(D) of
+        true -> throng_c2s_auth:sasl2_start(El, D);
+        false -> throng_c2s_io:stream_error('not-authorized', <<"authenticate first">>, D)
+    end;
 element(sasl, #xmlel{name = <<"response">>} = El, D) ->
     throng_c2s_auth:sasl_step(El, D);
 element(sasl, #xmlel{name = <<"abort">>}, D) ->
-    {next, negotiating, throng_c2s_io:emit(throng_c2s_auth:sasl_failure(aborted), D#d{sasl = undefined})};
+    {next, negotiating, throng_c2s_io:emit(throng_c2s_auth:failure(aborted, D), D#d{sasl = undefined})};
 element(negotiating, #xmlel{name = <<"iq">>} = El, D) ->
     %% Only modules that answer unauthenticated streams (in-band
     %% registration) take an IQ here.
@@ -382,7 +390,7 @@ element(wait_bind, #xmlel{name = <<"iq">>} = El, D) ->
                                      throng_stanza:error_reply(El, 'not-authorized',
                                                                <<"bind a resource first">>)), D)};
         Bind ->
-            bind(El, Bind, D)
+            throng_c2s_bind:bind(El, Bind, D)
     end;
 element(wait_bind, #xmlel{name = <<"resume">>} = El, D) ->
     throng_c2s_sm:resume(El, D);
@@ -395,65 +403,6 @@ element(session, #xmlel{name = Name} = El, D) ->
     case throng_xml:ns(El) of
         ?NS_SM -> throng_c2s_sm:element(Name, El, D);
         _ -> throng_c2s_stanza:stanza(El, D)
-    end.
-
-%%% Resource binding (RFC 6120 §7)
-
-bind(IQ, Bind, D) ->
-    Requested = throng_xml:subel_cdata(Bind, <<"resource">>),
-    Resource = case Requested of
-                   <<>> -> base64:encode(crypto:strong_rand_bytes(9));
-                   R -> throng_jid:resourceprep(R)
-               end,
-    case Resource of
-        error ->
-            {next, wait_bind, throng_c2s_io:emit(throng_xml:to_iolist(
-                                     throng_stanza:error_reply(IQ, 'bad-request',
-                                                               <<"invalid resource">>)), D)};
-        _ ->
-            %% Copied: these live as long as the session, and must not keep
-            %% the receive buffers they were parsed from.
-            JID = #jid{user = binary:copy(D#d.user), server = binary:copy(D#d.server),
-                       resource = binary:copy(Resource)},
-            case register_session(JID) of
-                %% A session of this full JID registered on another node at
-                %% the same moment, and later: it wins (RFC 6120 §7.7.2.2
-                %% lets the server refuse the new binding).
-                conflict ->
-                    {next, wait_bind, throng_c2s_io:emit(throng_xml:to_iolist(
-                                             throng_stanza:error_reply(IQ, conflict)), D)};
-                ok ->
-                    throng_metrics:incr(sessions_opened),
-                    logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
-                    Reply = throng_stanza:iq_result(
-                              IQ, [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
-                                          children = [#xmlel{name = <<"jid">>,
-                                                             children = [{xmlcdata, throng_jid:to_binary(JID)}]}]}]),
-                    throng_hooks:notify(session_opened, JID#jid.server, #{jid => JID}),
-                    %% What only negotiation needed is dropped: an idle session's
-                    %% state is what it keeps for hours.
-                    {next, session, throng_c2s_io:emit(throng_xml:to_iolist(Reply),
-                                         D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,
-                                             stream_id = <<>>, ip = undefined, auth_failures = 0}),
-                     [{{timeout, negotiation}, cancel}]}
-            end
-    end.
-
-%% The newer session wins (RFC 6120 §7.7.2.2): the older one is told to go
-%% and this one waits until it is gone, so its unavailable presence goes out
-%% before this session can send any.
-register_session(JID) ->
-    case throng_sm:register(JID, self()) of
-        ok -> ok;
-        conflict -> conflict;
-        {exists, Old} ->
-            MRef = erlang:monitor(process, Old),
-            throng_session:replace(Old, self()),
-            receive {'DOWN', MRef, process, Old, _} -> ok
-            after 5000 -> exit(Old, kill),
-                          receive {'DOWN', MRef, process, Old, _} -> ok end
-            end,
-            register_session(JID)
     end.
 
 %%% What extension modules ask of the session (throng_session:action())

@@ -9,29 +9,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([mechanisms/1, channel_bindings/1, starttls/1, sasl_start/2, sasl_step/2,
-         sasl_failure/1]).
-
-%% @doc The SASL mechanisms offered on a connection, in the configured
-%% order: the -PLUS ones only where the connection has channel binding
-%% data (TLS).
--spec mechanisms(throng_transport:socket()) -> [binary()].
-mechanisms(Sock) ->
-    Plus = map_size(throng_transport:channel_bindings(Sock)) > 0,
-    [B || M <- throng_config:get([auth, mechanisms]),
-          B <- [atom_to_binary(M)],
-          Plus orelse binary:longest_common_suffix([B, <<"-PLUS">>]) =/= 5].
-
-%% @doc The channel bindings offered on a connection (XEP-0440), by type
-%% name: none unless a -PLUS mechanism is offered.
--spec channel_bindings(throng_transport:socket()) -> #{binary() => binary()}.
-channel_bindings(Sock) ->
-    Offered = [M || M <- throng_config:get([auth, mechanisms]),
-                    lists:member(M, ['SCRAM-SHA-1-PLUS', 'SCRAM-SHA-256-PLUS'])],
-    case Offered of
-        [] -> #{};
-        _ -> throng_transport:channel_bindings(Sock)
-    end.
+-export([starttls/1, sasl_start/2, sasl2_start/2, sasl_step/2, failure/2]).
 
 %%% STARTTLS (RFC 6120 §5)
 
@@ -58,34 +36,64 @@ starttls(D0) ->
 -spec sasl_start(#xmlel{}, data()) -> throng_c2s:element_result().
 sasl_start(El, D) ->
     Mech = throng_xml:attr(<<"mechanism">>, El, <<>>),
-    case lists:member(Mech, mechanisms(D#d.sock)) of
+    case lists:member(Mech, throng_c2s_mechs:mechanisms(D#d.sock)) of
         false ->
             {next, negotiating, throng_c2s_io:emit(sasl_failure('invalid-mechanism'), D)};
         true ->
             case sasl_data(El) of
                 {ok, Initial} ->
-                    limited(fun() -> throng_sasl:start(Mech, Initial, sasl_ctx(D)) end, D);
+                    limited(fun() -> throng_sasl:start(Mech, Initial, sasl_ctx(D)) end, legacy, D);
                 error ->
                     {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D)}
             end
     end.
 
--spec sasl_step(#xmlel{}, data()) -> throng_c2s:element_result().
-sasl_step(El, D) ->
-    case sasl_data(El) of
-        {ok, Resp} -> limited(fun() -> throng_sasl:step(D#d.sasl, Resp) end, D);
-        error -> {next, negotiating, throng_c2s_io:emit(sasl_failure('incorrect-encoding'), D#d{sasl = undefined})}
+%% @doc XEP-0388 <authenticate/>: the same SASL exchange, with what the
+%% client asks inline (Bind2, a FAST token) done at its success
+%% ({@link throng_c2s_sasl2}).
+-spec sasl2_start(#xmlel{}, data()) -> throng_c2s:element_result().
+sasl2_start(El, D) ->
+    Req = throng_c2s_sasl2:request(El),
+    Mech = throng_xml:attr(<<"mechanism">>, El, <<>>),
+    Initial = case throng_xml:subel(El, <<"initial-response">>) of
+                  undefined -> {ok, <<>>};
+                  IR -> sasl_data(IR)
+              end,
+    Dialect = {sasl2, Req},
+    Fail = fun(Cond) -> {next, negotiating, throng_c2s_io:emit(throng_c2s_sasl2:failure_el(Cond), D)} end,
+    case {throng_c2s_sasl2:mechanism_ok(Mech, Req, D), Initial} of
+        {false, _} -> Fail('invalid-mechanism');
+        {_, error} -> Fail('incorrect-encoding');
+        {true, {ok, Data}} ->
+            Ctx = throng_c2s_sasl2:sasl_ctx(Req, sasl_ctx(D), D),
+            limited(fun() -> throng_sasl:start(Mech, Data, Ctx) end, Dialect, D)
     end.
+
+-spec sasl_step(#xmlel{}, data()) -> throng_c2s:element_result().
+sasl_step(El, #d{sasl = {Dialect, St}} = D) ->
+    case sasl_data(El) of
+        {ok, Resp} -> limited(fun() -> throng_sasl:step(St, Resp) end, Dialect, D);
+        error -> {next, negotiating, throng_c2s_io:emit(failure_el('incorrect-encoding', Dialect),
+                                                        D#d{sasl = undefined})}
+    end.
+
+%% @doc The failure element for the exchange under way (SASL or SASL2).
+-spec failure(atom(), data()) -> iodata().
+failure(Cond, #d{sasl = {Dialect, _}}) -> failure_el(Cond, Dialect);
+failure(Cond, _D) -> sasl_failure(Cond).
+
+failure_el(Cond, legacy) -> sasl_failure(Cond);
+failure_el(Cond, {sasl2, _}) -> throng_c2s_sasl2:failure_el(Cond).
 
 %% The address's failure bucket is looked at before anything the client
 %% sent is: a refused attempt costs one ETS read.
-limited(Run, D) ->
+limited(Run, Dialect, D) ->
     case throng_auth_limits:check_address(D#d.ip) of
         ok ->
-            sasl_result(Run(), D);
+            sasl_result(Run(), Dialect, D);
         {refused, Failures} ->
             rate_limited(address, #{failures => Failures}, D#d.server, D#d.ip),
-            sasl_result({error, 'temporary-auth-failure', undefined}, D)
+            sasl_result({error, 'temporary-auth-failure', undefined}, Dialect, D)
     end.
 
 %% The SASL context, with the per-account check: run after the user name is
@@ -100,7 +108,7 @@ sasl_ctx(#d{server = Server, ip = IP, sock = Sock}) ->
                                                   account_failures(User, Server)},
                                             Server, IP)
             end,
-    (throng_auth:sasl_ctx(Server))#{allow_user => Allow, channel_bindings => channel_bindings(Sock)}.
+    (throng_auth:sasl_ctx(Server))#{allow_user => Allow, channel_bindings => throng_c2s_mechs:channel_bindings(Sock)}.
 
 -spec rate_limited(address | account, map(), binary(), inet:ip_address() | undefined) -> false.
 rate_limited(Scope, Info, Server, IP) ->
@@ -118,19 +126,29 @@ sasl_data(El) ->
             end
     end.
 
-sasl_result({continue, Challenge, St}, D) ->
+sasl_result({continue, Challenge, St}, legacy, D) ->
     {next, sasl, throng_c2s_io:emit(["<challenge xmlns='", ?NS_SASL, "'>", base64:encode(Challenge),
-                       "</challenge>"], D#d{sasl = St})};
-sasl_result({success, Extra, User}, D) ->
+                       "</challenge>"], D#d{sasl = {legacy, St}})};
+sasl_result({continue, Challenge, St}, {sasl2, _} = Dialect, D) ->
+    {next, sasl, throng_c2s_io:emit(throng_c2s_sasl2:challenge_el(Challenge),
+                                    D#d{sasl = {Dialect, St}})};
+sasl_result({success, Extra, User}, Dialect, D) ->
+    sasl_result({success, Extra, User, password}, Dialect, D);
+sasl_result({success, Extra, User, How}, Dialect, D) ->
     throng_metrics:incr(logins),
     logger:info(#{what => authenticated, user => User, server => D#d.server, ip => D#d.ip}),
-    Success = case Extra of
-                  <<>> -> ["<success xmlns='", ?NS_SASL, "'/>"];
-                  _ -> ["<success xmlns='", ?NS_SASL, "'>", base64:encode(Extra), "</success>"]
-              end,
-    {restart, wait_header, throng_c2s_io:emit(Success, D#d{user = User, sasl = undefined,
-                                              parser = throng_xml_stream:reset(D#d.parser)})};
-sasl_result({error, Cond, User}, D) ->
+    case Dialect of
+        legacy ->
+            Success = case Extra of
+                          <<>> -> ["<success xmlns='", ?NS_SASL, "'/>"];
+                          _ -> ["<success xmlns='", ?NS_SASL, "'>", base64:encode(Extra), "</success>"]
+                      end,
+            {restart, wait_header, throng_c2s_io:emit(Success, D#d{user = User, sasl = undefined,
+                                                      parser = throng_xml_stream:reset(D#d.parser)})};
+        {sasl2, Req} ->
+            throng_c2s_sasl2:success(Extra, User, How, Req, D#d{sasl = undefined})
+    end;
+sasl_result({error, Cond, User}, Dialect, D) ->
     throng_metrics:incr(auth_failures),
     %% A refusal (rate limit) or a store that cannot answer is no guess:
     %% not counted against the address or the account.
@@ -142,18 +160,19 @@ sasl_result({error, Cond, User}, D) ->
     logger:notice(#{what => auth_failed, user => User, server => D#d.server,
                     ip => D#d.ip, condition => Cond, failures_from_ip => N}),
     D1 = D#d{sasl = undefined, auth_failures = Failures},
+    Failure = failure_el(Cond, Dialect),
     case Failures >= ?MAX_AUTH_FAILURES of
         true ->
             throng_c2s_io:stream_error('policy-violation', <<"too many authentication failures">>,
-                         throng_c2s_io:emit(sasl_failure(Cond), D1));
+                         throng_c2s_io:emit(Failure, D1));
         false ->
             %% Repeated failures from one address are answered ever later
             %% (the socket is not read meanwhile); N is the failures in the
             %% address's bucket.
             case failure_delay(N) of
-                0 -> {next, negotiating, throng_c2s_io:emit(sasl_failure(Cond), D1)};
+                0 -> {next, negotiating, throng_c2s_io:emit(Failure, D1)};
                 Ms -> {next, negotiating, throng_c2s_io:pause(D1),
-                       [{{timeout, auth_delay}, Ms, sasl_failure(Cond)}]}
+                       [{{timeout, auth_delay}, Ms, Failure}]}
             end
     end.
 
@@ -161,6 +180,5 @@ failure_delay(N) when N =< 1 -> 0;
 failure_delay(N) ->
     min(throng_config:get([auth, max_failure_delay]), 100 bsl min(N - 2, 16)).
 
--spec sasl_failure(atom()) -> iodata().
 sasl_failure(Cond) ->
     ["<failure xmlns='", ?NS_SASL, "'><", atom_to_binary(Cond), "/></failure>"].

@@ -7,25 +7,14 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([resume_elsewhere/5, element/3, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
+-export([resume_elsewhere/5, element/3, enable/2, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
 
 %%% XEP-0198 stream management
 
 -spec element(binary(), #xmlel{}, data()) -> throng_c2s:element_result().
-element(<<"enable">>, El, #d{sm = undefined} = D) ->
-    case throng_config:get([stream_management, enabled]) of
-        false ->
-            {next, session, throng_c2s_io:emit(throng_stream_mgmt:failed_el('feature-not-implemented'), D)};
-        true ->
-            Timeout = throng_config:get([stream_management, resume_timeout]),
-            Resume = Timeout > 0 andalso
-                lists:member(throng_xml:attr(<<"resume">>, El), [<<"true">>, <<"1">>]),
-            SM = throng_stream_mgmt:new(Resume),
-            {next, session, throng_c2s_io:emit(throng_stream_mgmt:enabled_el(throng_stream_mgmt:id(SM), Resume,
-                                                               Timeout), D#d{sm = SM})}
-    end;
-element(<<"enable">>, _El, D) ->
-    {next, session, throng_c2s_io:emit(throng_stream_mgmt:failed_el('unexpected-request'), D)};
+element(<<"enable">>, El, D) ->
+    {Answer, D1} = enable(El, D),
+    {next, session, throng_c2s_io:emit(Answer, D1)};
 element(<<"r">>, _El, #d{sm = SM} = D) when SM =/= undefined ->
     {next, session, throng_c2s_io:emit(throng_stream_mgmt:a_el(throng_stream_mgmt:in_count(SM)), D)};
 element(<<"a">>, El, #d{sm = SM} = D) when SM =/= undefined ->
@@ -45,6 +34,24 @@ element(_Name, _El, #d{sm = undefined} = D) ->
     throng_c2s_io:stream_error('unsupported-stanza-type', <<"stream management is not enabled">>, D);
 element(_Name, _El, D) ->
     throng_c2s_io:stream_error('unsupported-stanza-type', <<"unexpected stream management element">>, D).
+
+%% @doc XEP-0198 §3: enables stream management on a bound session (an
+%% <enable/>, also inline in a Bind2 request); the <enabled/> or <failed/>
+%% to send, and the new state.
+-spec enable(#xmlel{}, data()) -> {iodata(), data()}.
+enable(El, #d{sm = undefined} = D) ->
+    case throng_config:get([stream_management, enabled]) of
+        false ->
+            {throng_stream_mgmt:failed_el('feature-not-implemented'), D};
+        true ->
+            Timeout = throng_config:get([stream_management, resume_timeout]),
+            Resume = Timeout > 0 andalso
+                lists:member(throng_xml:attr(<<"resume">>, El), [<<"true">>, <<"1">>]),
+            SM = throng_stream_mgmt:new(Resume),
+            {throng_stream_mgmt:enabled_el(throng_stream_mgmt:id(SM), Resume, Timeout), D#d{sm = SM}}
+    end;
+enable(_El, D) ->
+    {throng_stream_mgmt:failed_el('unexpected-request'), D}.
 
 -spec handled(data()) -> data().
 handled(#d{sm = undefined} = D) -> D;

@@ -12,6 +12,7 @@
                            starttls := disabled | optional | required,
                            mechanisms := [binary()],
                            channel_bindings => [binary()],
+                           sasl2 => iodata(),
                            extra := iodata(),
                            sm := boolean()}.
 -export_type([features_opts/0]).
@@ -103,6 +104,8 @@ features(#{stage := pre_auth, tls := TLS, starttls := StartTLS, mechanisms := Me
      [["<mechanisms xmlns='", ?NS_SASL, "'>",
        [["<mechanism>", M, "</mechanism>"] || M <- Mechs], "</mechanisms>"]
       || not MustTLS],
+     %% XEP-0388 SASL2 (with Bind2 and FAST inline), when offered.
+     [maps:get(sasl2, Opts, []) || not MustTLS],
      %% XEP-0440: the channel binding types the -PLUS mechanisms accept.
      [["<sasl-channel-binding xmlns='", ?NS_SASL_CB, "'>",
        [["<channel-binding type='", T, "'/>"] || T <- CBs], "</sasl-channel-binding>"]

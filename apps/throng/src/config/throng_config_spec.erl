@@ -250,6 +250,23 @@ auth_spec() ->
                              "XEP-0440) only on TLS connections; where they are offered, a "
                              "SCRAM client that says it could bind but thinks the server "
                              "cannot (gs2 flag y) is refused as a downgrade."},
+      sasl2 => #{type => boolean, default => true,
+                 doc => "SASL2 (XEP-0388) on TLS connections, with Bind2 (XEP-0386): "
+                        "authentication, resource binding and stream management in one "
+                        "round trip, no stream restart. Legacy SASL stays offered."},
+      fast => #{type => boolean, default => true,
+                doc => "FAST (XEP-0484): a client that logs in with SASL2 (XEP-0388) and a "
+                       "user-agent id may ask for a token, and log in with it next time in "
+                       "one round trip without PBKDF2 (HT-SHA-256-EXPR, -ENDP, -NONE). "
+                       "Tokens are kept in the storage, per account and client."},
+      fast_token_lifetime => #{type => {int, 60, 31536000}, default => 2592000,
+                               doc => "Seconds a FAST token stays valid (30 days). A password "
+                                      "change ends every token of the account."},
+      fast_token_refresh => #{type => {int, 0, 31536000}, default => 86400,
+                              doc => "A FAST token older than this many seconds is replaced by "
+                                     "a new one when it is used (the client gets it in the "
+                                     "<success/>; the old one ends when the new one is "
+                                     "first used)."},
       scram_iterations => #{type => {int, 1, 1000000}, default => 4096,
                             doc => "PBKDF2 iterations for SCRAM credentials of new or changed "
                                    "passwords. Passwords are stored only as SCRAM keys."},

@@ -56,7 +56,9 @@ set_password(User, Server, Password) ->
 unregister(User, Server) ->
     case prepare(User, Server) of
         {ok, U, S} ->
-            case try throng_storage:remove_account(U, S) after forget_plain(U, S) end of
+            case try throng_storage:remove_account(U, S)
+                 after forget_plain(U, S), throng_fast:forget(U, S)
+                 end of
                 ok ->
                     _ = [throng_session:kick(Pid, <<"account removed">>)
                          || {_, Pid, _, _} <- throng_sm:resources({U, S})],

@@ -1,0 +1,197 @@
+%% @doc XEP-0388 SASL2 for a client connection, with Bind2 (XEP-0386) and
+%% FAST (XEP-0484) inline: what is offered, what a client's
+%% <authenticate/> asks, and what its success does. The SASL exchange
+%% itself is {@link throng_sasl}'s; throng_c2s_auth carries it.
+%%
+%% Offered over TLS only. After <success/> there is no stream restart: the
+%% features of the authenticated stream follow at once. With Bind2 the
+%% session is bound in the same step: resource `Tag/random' (or random
+%% without a tag), stream management enabled inline when asked; initial
+%% presence is still the client's to send. Offline messages are delivered
+%% as without Bind2 (at initial presence): Throng has no message archive
+%% yet for a client to catch up from, so none are dropped.
+%%
+%% FAST: a client that sends a user-agent id may ask for a token
+%% (<request-token/>); next time it logs in with HT-SHA-256-EXPR, -ENDP or
+%% -NONE in one round trip. Tokens rotate (a token older than
+%% auth.fast_token_refresh gets a successor in the <success/>),
+%% `invalidate' ends them ({@link throng_fast}).
+-module(throng_c2s_sasl2).
+
+-include("throng.hrl").
+-include("throng_c2s.hrl").
+
+-export([offered/1, feature/1, request/1, mechanism_ok/3, sasl_ctx/3, challenge_el/1,
+         failure_el/1, success/5]).
+
+-type request() :: #{mechanism := binary(),
+                     ua => binary(),                      % user-agent id
+                     bind => #xmlel{},                    % Bind2 request
+                     request_token => binary(),           % FAST mechanism
+                     invalidate => boolean()}.
+-export_type([request/0]).
+
+-define(MAX_UA, 256).
+
+%% @doc SASL2 is offered on TLS connections, when enabled.
+-spec offered(data()) -> boolean().
+offered(#d{sock = Sock}) ->
+    Sock =/= undefined andalso throng_transport:is_tls(Sock)
+        andalso throng_config:get([auth, sasl2]).
+
+%% @doc The <authentication/> stream feature (pre-auth), or nothing.
+-spec feature(data()) -> iodata().
+feature(#d{sock = Sock} = D) ->
+    case offered(D) of
+        false -> [];
+        true ->
+            Mechs = throng_c2s_mechs:mechanisms(Sock),
+            ["<authentication xmlns='", ?NS_SASL2, "'>",
+             [["<mechanism>", M, "</mechanism>"] || M <- Mechs],
+             "<inline>",
+             "<bind xmlns='", ?NS_BIND2, "'><inline><feature var='", ?NS_SM, "'/></inline></bind>",
+             [["<fast xmlns='", ?NS_FAST, "'>", [["<mechanism>", M, "</mechanism>"] || M <- Fast],
+               "</fast>"] || Fast <- [throng_c2s_mechs:fast_mechanisms(D#d.sock)], Fast =/= []],
+             "</inline></authentication>"]
+    end.
+
+%% @doc What an <authenticate/> asks besides authentication.
+-spec request(#xmlel{}) -> request().
+request(El) ->
+    UA = case throng_xml:subel(El, <<"user-agent">>) of
+             undefined -> <<>>;
+             U -> throng_xml:attr(<<"id">>, U, <<>>)
+         end,
+    Bind = throng_xml:subel(El, <<"bind">>, ?NS_BIND2),
+    Token = throng_xml:subel(El, <<"request-token">>, ?NS_FAST),
+    Fast = throng_xml:subel(El, <<"fast">>, ?NS_FAST),
+    maps:from_list(
+      [{mechanism, throng_xml:attr(<<"mechanism">>, El, <<>>)}] ++
+      [{ua, binary:copy(UA)} || UA =/= <<>>, byte_size(UA) =< ?MAX_UA] ++
+      [{bind, Bind} || Bind =/= undefined] ++
+      [{request_token, throng_xml:attr(<<"mechanism">>, Token, <<>>)} || Token =/= undefined] ++
+      [{invalidate, lists:member(throng_xml:attr(<<"invalidate">>, Fast, <<>>), [<<"true">>, <<"1">>])}
+       || Fast =/= undefined]).
+
+%% @doc The mechanism is offered on this connection: a SASL one, or a FAST
+%% one for a client that says who it is.
+-spec mechanism_ok(binary(), request(), data()) -> boolean().
+mechanism_ok(Mech, Req, #d{sock = Sock} = D) ->
+    lists:member(Mech, throng_c2s_mechs:mechanisms(Sock))
+        orelse (is_map_key(ua, Req) andalso lists:member(Mech, throng_c2s_mechs:fast_mechanisms(D#d.sock))).
+
+%% @doc The SASL context with this client's FAST tokens.
+-spec sasl_ctx(request(), throng_sasl:ctx(), data()) -> throng_sasl:ctx().
+sasl_ctx(#{ua := UA}, Ctx, #d{server = Server} = D) ->
+    case throng_c2s_mechs:fast_mechanisms(D#d.sock) of
+        [] -> Ctx;
+        _ -> Ctx#{fast_tokens => fun(User, Mech) -> throng_fast:tokens(User, Server, UA, Mech) end}
+    end;
+sasl_ctx(_Req, Ctx, _D) ->
+    Ctx.
+
+-spec challenge_el(binary()) -> iodata().
+challenge_el(Data) ->
+    ["<challenge xmlns='", ?NS_SASL2, "'>", base64:encode(Data), "</challenge>"].
+
+-spec failure_el(atom()) -> iodata().
+failure_el(Cond) ->
+    ["<failure xmlns='", ?NS_SASL2, "'><", atom_to_binary(Cond), " xmlns='", ?NS_SASL, "'/></failure>"].
+
+%% @doc Authentication succeeded: FAST tokens, Bind2, then <success/> and
+%% the features of the authenticated stream (no restart).
+-spec success(binary(), binary(), password | {fast, throng_fast:slot(), integer()}, request(),
+              data()) -> throng_c2s:element_result().
+success(Extra, User, How, Req, D0) ->
+    D = D0#d{user = User},
+    Token = token(User, How, Req, D),
+    Additional = [["<additional-data>", base64:encode(Extra), "</additional-data>"] || Extra =/= <<>>],
+    case maps:get(bind, Req, undefined) of
+        undefined ->
+            Bare = throng_jid:to_binary(#jid{user = User, server = D#d.server, resource = <<>>}),
+            D1 = throng_c2s_io:emit(success_el(Additional, Bare, [], Token), D),
+            {next, wait_bind, throng_c2s_io:emit(authenticated_features(D1), D1)};
+        Bind ->
+            bind(Bind, Additional, Token, D)
+    end.
+
+%% The features of an authenticated stream before binding (as after a
+%% legacy SASL restart).
+authenticated_features(#d{server = Server}) ->
+    throng_stream:features(#{stage => authenticated, tls => true, starttls => disabled,
+                             mechanisms => [],
+                             sm => throng_config:get([stream_management, enabled]),
+                             extra => throng_ext:stream_features(authenticated, Server)}).
+
+success_el(Additional, Identifier, Bound, Token) ->
+    ["<success xmlns='", ?NS_SASL2, "'>", Additional,
+     "<authorization-identifier>", throng_xml:escape_text(Identifier), "</authorization-identifier>",
+     Bound, Token, "</success>"].
+
+%% Bind2: the resource is the client's tag (if valid) and a random part.
+bind(Bind, Additional, Token, D) ->
+    Random = binary:encode_hex(crypto:strong_rand_bytes(6)),
+    Resource = case throng_jid:resourceprep(throng_xml:subel_cdata(Bind, <<"tag">>)) of
+                   Tag when is_binary(Tag), Tag =/= <<>>, byte_size(Tag) =< 64 ->
+                       <<Tag/binary, "/", Random/binary>>;
+                   _ ->
+                       Random
+               end,
+    case throng_c2s_bind:open_session(Resource, D) of
+        conflict ->
+            %% Another node took this random resource at the same moment:
+            %% as good as impossible, but not an authentication failure.
+            {next, wait_bind, throng_c2s_io:emit(
+                                failure_el('temporary-auth-failure'), D#d{user = undefined})};
+        {ok, #d{jid = JID} = D1} ->
+            {SmAnswer, D2} = case throng_xml:subel(Bind, <<"enable">>, ?NS_SM) of
+                                 undefined -> {[], D1};
+                                 Enable -> throng_c2s_sm:enable(Enable, D1)
+                             end,
+            Bound = ["<bound xmlns='", ?NS_BIND2, "'>", SmAnswer, "</bound>"],
+            D3 = throng_c2s_io:emit(success_el(Additional, throng_jid:to_binary(JID), Bound, Token), D2),
+            Features = ["<stream:features>",
+                        [["<sm xmlns='", ?NS_SM, "'/>"]
+                         || D3#d.sm =:= undefined, throng_config:get([stream_management, enabled])],
+                        "</stream:features>"],
+            {next, session, throng_c2s_io:emit(Features, D3), [{{timeout, negotiation}, cancel}]}
+    end.
+
+%% FAST: what the <success/> carries for the client's tokens.
+token(User, How, #{ua := UA} = Req, #d{server = S} = D) ->
+    Requested = maps:get(request_token, Req, undefined),
+    Offered = throng_c2s_mechs:fast_mechanisms(D#d.sock),
+    case How of
+        {fast, Slot, Issued} ->
+            ok = throng_fast:used(User, S, UA, Slot),
+            case maps:get(invalidate, Req, false) of
+                true ->
+                    ok = throng_fast:invalidate(User, S, UA),
+                    new_token(User, S, UA, Requested, Offered);
+                false when Requested =/= undefined ->
+                    new_token(User, S, UA, Requested, Offered);
+                false ->
+                    case throng_fast:due(Issued) of
+                        true -> new_token(User, S, UA, used_mechanism(Req), Offered);
+                        false -> []
+                    end
+            end;
+        password ->
+            new_token(User, S, UA, Requested, Offered)
+    end;
+token(_User, _How, _Req, _D) ->
+    [].
+
+%% The mechanism of the token just used: the client's request names it.
+used_mechanism(#{mechanism := M}) -> M;
+used_mechanism(_) -> undefined.
+
+new_token(User, S, UA, Mech, Offered) ->
+    case Mech =/= undefined andalso lists:member(Mech, Offered) of
+        true ->
+            {Token, Expiry} = throng_fast:issue(User, S, UA, Mech),
+            ["<token xmlns='", ?NS_FAST, "' expiry='",
+             calendar:system_time_to_rfc3339(Expiry, [{offset, "Z"}]), "' token='", Token, "'/>"];
+        false ->
+            []
+    end.
