@@ -16,6 +16,8 @@
 #              (throng: the release of this repository, bench/bench_throng.sh;
 #              build it first with make release)
 #   ITERATIONS PBKDF2 iterations of Throng's test accounts [4096]
+#   TLS        none or starttls: every server's users negotiate STARTTLS
+#              (each server has its own self-signed certificate) [none]
 #
 # Installs prosody and ejabberd with apt if they are missing, with a
 # policy-rc.d that keeps apt from starting their system services. The
@@ -74,6 +76,7 @@ done
 
 mkdir -p "$out"
 echo "comparing on port $port: $users users at $rate/s, scenario $scenario, sessions of $length"
+[ -n "${TLS:-}" ] && set -- "$@" --tls "$TLS"
 exec "$root/bin/throng-bench" compare --scenario "$scenario" --users "$users" --rate "$rate" \
     --length "$length" --port "$port" --contacts "$contacts" --ready-timeout 600s \
     --out "$out" "$@"

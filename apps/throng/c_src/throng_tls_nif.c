@@ -15,7 +15,8 @@
  *                                   (the default certificate, and one per SNI name)
  *   conn_new(Ctx)                -> Conn
  *   handshake(Conn, Bytes)       -> {more, Out} | {done, Out, Info, Rest}
- *                                 | {error, Reason, Out}          (dirty CPU)
+ *                                 | {error, Reason, Out}
+ *                                   (the ClientHello step on a dirty CPU scheduler)
  *   trim()                       -> ok   (malloc_trim: free pages to the OS)
  * A Conn is used by one process at a time (its connection's owner).
  */
@@ -54,6 +55,7 @@ typedef struct {
     unsigned char client_secret[SECRET_MAX], server_secret[SECRET_MAX];
     size_t client_secret_len, server_secret_len;
     unsigned int tickets_written;   /* TLS 1.3 records under the write key */
+    int answered;                   /* the server's first flight is out */
 } conn_t;
 
 static ErlNifResourceType *ctx_type, *conn_type;
@@ -404,7 +406,23 @@ static void ended(void) {
         malloc_trim(0);
 }
 
+static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+/* Until the server's first flight is out, a step may be the one that reads
+ * the whole ClientHello and answers it, signature included (an RSA-2048
+ * signature is ~0.25 ms, RSA-4096 several times that): those steps run on
+ * a dirty CPU scheduler. The later steps (the client's Finished: a few
+ * hashes, the tickets) are short and stay on the calling scheduler, which
+ * saves a thread hop and a wake-up per handshake. */
 static ERL_NIF_TERM handshake(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    conn_t *c;
+    if (enif_get_resource(env, argv[0], conn_type, (void **)&c) && c->ssl && !c->answered)
+        return enif_schedule_nif(env, "handshake_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 handshake_step, argc, argv);
+    return handshake_step(env, argc, argv);
+}
+
+static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     conn_t *c;
     ErlNifBinary in;
     if (!enif_get_resource(env, argv[0], conn_type, (void **)&c)
@@ -430,8 +448,10 @@ static ERL_NIF_TERM handshake(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         return enif_make_tuple4(env, am_done, out, info, rest);
     }
     int e = SSL_get_error(c->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        if (BIO_ctrl_pending(wbio) > 0) c->answered = 1;
         return enif_make_tuple2(env, am_more, bio_out(env, wbio));
+    }
     /* The alert OpenSSL wrote, if any, goes to the peer. */
     ERL_NIF_TERM out = bio_out(env, wbio);
     ERL_NIF_TERM err = error_term(env, "handshake");
@@ -471,7 +491,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
 static ErlNifFunc funcs[] = {
     {"ctx_new", 2, ctx_new, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"conn_new", 1, conn_new, 0},
-    {"handshake", 2, handshake, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"handshake", 2, handshake, 0},
     {"trim", 0, trim, ERL_NIF_DIRTY_JOB_IO_BOUND},
 };
 
