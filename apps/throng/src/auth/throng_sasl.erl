@@ -113,22 +113,23 @@
 start(Mechanism, InitialResponse, Ctx) ->
     case mech(Mechanism) of
         error -> {error, 'invalid-mechanism', undefined};
-        {ht, _, Cb} = Mech ->
-            Bindings = maps:get(channel_bindings, Ctx, #{}),
-            case is_map_key(fast_tokens, Ctx) andalso (Cb =:= none orelse is_map_key(Cb, Bindings)) of
+        Mech ->
+            case offered(Mech, Ctx) of
                 false -> {error, 'invalid-mechanism', undefined};
                 true when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
                 true -> first_message(Mech, InitialResponse, Ctx)
-            end;
-        {plus, _} = Mech ->
-            case map_size(maps:get(channel_bindings, Ctx, #{})) of
-                0 -> {error, 'invalid-mechanism', undefined};
-                _ when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
-                _ -> first_message(Mech, InitialResponse, Ctx)
-            end;
-        Mech when InitialResponse =:= <<>> -> {continue, <<>>, #first{mech = Mech, ctx = Ctx}};
-        Mech -> first_message(Mech, InitialResponse, Ctx)
+            end
     end.
+
+%% -PLUS needs the connection's channel bindings; HT needs the client's
+%% FAST tokens, and the binding its name says.
+offered({plus, _}, Ctx) ->
+    map_size(maps:get(channel_bindings, Ctx, #{})) > 0;
+offered({ht, _, Cb}, Ctx) ->
+    is_map_key(fast_tokens, Ctx)
+        andalso (Cb =:= none orelse is_map_key(Cb, maps:get(channel_bindings, Ctx, #{})));
+offered(_Mech, _Ctx) ->
+    true.
 
 %% @doc Feeds the client's next (decoded) response.
 -spec step(state(), binary()) -> result().

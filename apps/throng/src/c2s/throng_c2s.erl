@@ -35,7 +35,6 @@
 
 -export([start_link/1, init/1]).
 -export([callback_mode/0, handle_event/4, terminate/3, code_change/4]).
-
 %% Called by throng_conns_sup: the listener's protocol module starts a connection.
 -ignore_xref([{start_link, 1}]).
 
@@ -182,6 +181,10 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
     case Msg of
         {DataTag, _, Bin} ->
             case throng_transport:decode(Sock, Bin) of
+                {ok, Data, Sock} ->
+                    %% Plain TCP: the same socket (no copy of the record
+                    %% per read).
+                    data(Data, State, D);
                 {ok, Data, Sock1} ->
                     data(Data, State, D#d{sock = Sock1});
                 {closed, Data} ->

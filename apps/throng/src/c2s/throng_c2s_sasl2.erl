@@ -51,7 +51,7 @@ feature(#d{sock = Sock} = D) ->
              "<inline>",
              "<bind xmlns='", ?NS_BIND2, "'><inline><feature var='", ?NS_SM, "'/></inline></bind>",
              [["<fast xmlns='", ?NS_FAST, "'>", [["<mechanism>", M, "</mechanism>"] || M <- Fast],
-               "</fast>"] || Fast <- [throng_c2s_mechs:fast_mechanisms(D#d.sock)], Fast =/= []],
+               "</fast>"] || Fast <- [throng_c2s_mechs:fast_mechanisms(Sock)], Fast =/= []],
              "</inline></authentication>"]
     end.
 
@@ -76,14 +76,14 @@ request(El) ->
 %% @doc The mechanism is offered on this connection: a SASL one, or a FAST
 %% one for a client that says who it is.
 -spec mechanism_ok(binary(), request(), data()) -> boolean().
-mechanism_ok(Mech, Req, #d{sock = Sock} = D) ->
+mechanism_ok(Mech, Req, #d{sock = Sock}) ->
     lists:member(Mech, throng_c2s_mechs:mechanisms(Sock))
-        orelse (is_map_key(ua, Req) andalso lists:member(Mech, throng_c2s_mechs:fast_mechanisms(D#d.sock))).
+        orelse (is_map_key(ua, Req) andalso lists:member(Mech, throng_c2s_mechs:fast_mechanisms(Sock))).
 
 %% @doc The SASL context with this client's FAST tokens.
 -spec sasl_ctx(request(), throng_sasl:ctx(), data()) -> throng_sasl:ctx().
-sasl_ctx(#{ua := UA}, Ctx, #d{server = Server} = D) ->
-    case throng_c2s_mechs:fast_mechanisms(D#d.sock) of
+sasl_ctx(#{ua := UA}, Ctx, #d{server = Server, sock = Sock}) ->
+    case throng_c2s_mechs:fast_mechanisms(Sock) of
         [] -> Ctx;
         _ -> Ctx#{fast_tokens => fun(User, Mech) -> throng_fast:tokens(User, Server, UA, Mech) end}
     end;
@@ -158,9 +158,9 @@ bind(Bind, Additional, Token, D) ->
     end.
 
 %% FAST: what the <success/> carries for the client's tokens.
-token(User, How, #{ua := UA} = Req, #d{server = S} = D) ->
+token(User, How, #{ua := UA} = Req, #d{server = S, sock = Sock}) ->
     Requested = maps:get(request_token, Req, undefined),
-    Offered = throng_c2s_mechs:fast_mechanisms(D#d.sock),
+    Offered = throng_c2s_mechs:fast_mechanisms(Sock),
     case How of
         {fast, Slot, Issued} ->
             ok = throng_fast:used(User, S, UA, Slot),
@@ -172,7 +172,7 @@ token(User, How, #{ua := UA} = Req, #d{server = S} = D) ->
                     new_token(User, S, UA, Requested, Offered);
                 false ->
                     case throng_fast:due(Issued) of
-                        true -> new_token(User, S, UA, used_mechanism(Req), Offered);
+                        true -> new_token(User, S, UA, maps:get(mechanism, Req), Offered);
                         false -> []
                     end
             end;
@@ -181,10 +181,6 @@ token(User, How, #{ua := UA} = Req, #d{server = S} = D) ->
     end;
 token(_User, _How, _Req, _D) ->
     [].
-
-%% The mechanism of the token just used: the client's request names it.
-used_mechanism(#{mechanism := M}) -> M;
-used_mechanism(_) -> undefined.
 
 new_token(User, S, UA, Mech, Offered) ->
     case Mech =/= undefined andalso lists:member(Mech, Offered) of

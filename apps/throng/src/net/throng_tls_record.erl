@@ -153,6 +153,8 @@ nonce(IV, Seq) ->
     {error, closed | {alert, alert() | {peer, non_neg_integer()}}, Out :: iodata()}.
 open(_Bytes, #tls{closed = true}) ->
     {error, closed, []};
+open(Bytes, #tls{buf = <<>>} = S) ->
+    records(Bytes, S, [], []);
 open(Bytes, #tls{buf = Buf} = S) ->
     records(<<Buf/binary, Bytes/binary>>, S#tls{buf = <<>>}, [], []).
 
