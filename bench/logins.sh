@@ -21,7 +21,7 @@ work=$(mktemp -d /tmp/throng-logins.XXXXXX)
 trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf "$work"' EXIT INT TERM
 for variant in login idle; do
     scenario="$root/bench/bench_$variant.yml"
-    pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>/dev/null | tail -n 1)
+    pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>"$work/start.log" | tail -n 1) || { cat "$work/start.log" >&2; exit 1; }
     $pin_load "$root/bin/throng-bench" xmpp --scenario "$scenario" --port 15222 --users "$users" --rate "$rate" \
         --length 20s --password password --server-pid "$pid" --out "$work/$variant" --no-progress >/dev/null
     echo "== $variant ($( [ $variant = login ] && echo 'login only' || echo 'login + initial presence to 18 contacts'))"

@@ -38,4 +38,5 @@ pid=$(cat "$work/throng.pid")
 beam=$(pgrep -P "$pid" beam.smp || echo "$pid")
 erlc -o "$work" "$root/bench/tls/tls_logins.erl"
 echo "$N logins per variant, $C at a time; accounts with ${ITERATIONS:-4096} PBKDF2 iterations"
-erl -noshell -pa "$work" -run tls_logins main "$beam" 25222 25223 "$N" "$C"
+lib=$(ls -d "$root"/_build/default/lib/throng_lib/ebin "$rel"/lib/throng_lib-*/ebin 2>/dev/null | head -n 1)
+erl -noshell -pa "$work" -pa "$lib" -run tls_logins main "$beam" 25222 25223 "$N" "$C"

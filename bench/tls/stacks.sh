@@ -14,6 +14,7 @@ set -eu
 N=${1:-5000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ebin="$root/_build/default/lib/throng/ebin"
+lib="$root/_build/default/lib/throng_lib/ebin"
 [ -f "$ebin/throng_tls_nif.beam" ] || { echo "$0: build first (rebar3 compile)" >&2; exit 2; }
 work=$(mktemp -d /tmp/throng-tls-stacks.XXXXXX)
 server=""
@@ -28,7 +29,7 @@ for stack in ${STACKS:-fast_tls otp_ssl throng}; do
     erl -noshell -name tlsstacks@127.0.0.1 -setcookie tlsstacks +P 200000 \
         -pa "$work" -pa "$ebin" -run tls_stacks server "$stack" "$port" "$work/server.pem" &
     server=$!
-    erl -noshell -name tlsclient@127.0.0.1 -setcookie tlsstacks -pa "$work" \
+    erl -noshell -name tlsclient@127.0.0.1 -setcookie tlsstacks -pa "$work" -pa "$lib" \
         -run tls_stacks main tlsstacks@127.0.0.1 "$server" "$port" "$N" "$stack" | grep RESULT
     kill "$server"; wait "$server" 2>/dev/null || true
     server=""

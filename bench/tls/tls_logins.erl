@@ -213,8 +213,6 @@ recv_until(S, Pattern, Acc) ->
 close({tcp, T}) -> _ = gen_tcp:close(T), ok;
 close(S) -> _ = ssl:close(S), ok.
 
+%% /proc through throng_lib's sampler (logins.sh puts it on the path).
 cpu_ms(OsPid) ->
-    {ok, B} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat"),
-    [_, After] = binary:split(B, <<") ">>),
-    Fields = binary:split(After, <<" ">>, [global]),
-    (binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields))) * 10.
+    throng_proc_sample:cpu_seconds(throng_proc_sample:sample(OsPid)) * 1000.

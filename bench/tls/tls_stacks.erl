@@ -142,14 +142,10 @@ settle(Node) ->
     _ = rpc:call(Node, throng_tls_nif, trim, []),
     timer:sleep(500).
 
+%% /proc through throng_lib's sampler (stacks.sh puts it on the path).
 rss(OsPid) ->
-    {ok, B} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/statm"),
-    [_, Res | _] = binary:split(B, <<" ">>, [global]),
-    binary_to_integer(Res) * 4096.
+    #{rss := Rss} = throng_proc_sample:sample(OsPid),
+    Rss.
 
 cpu_ms(OsPid) ->
-    {ok, B} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat"),
-    [_, After] = binary:split(B, <<") ">>),
-    Fields = binary:split(After, <<" ">>, [global]),
-    %% utime and stime: fields 14 and 15 of stat, 12 and 13 after "pid (comm) "
-    (binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields))) * 10.
+    throng_proc_sample:cpu_seconds(throng_proc_sample:sample(OsPid)) * 1000.
