@@ -23,6 +23,7 @@ server([Stack, PortS, CertFile]) ->
     {ok, _} = application:ensure_all_started(ssl),
     case Stack of
         "fast_tls" -> {ok, _} = application:ensure_all_started(fast_tls);
+        "throng" -> ok = throng_metrics:init();    % the transport counts handshakes
         _ -> ok
     end,
     {ok, L} = gen_tcp:listen(Port, [binary, {active, false}, {reuseaddr, true}, {backlog, 1024}]),
