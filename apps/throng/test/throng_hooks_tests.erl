@@ -188,7 +188,8 @@ events_listed_test() ->
     ?assertEqual(lists:sort([stanza_from_session, stanza_to_session, presence_in,
                              session_opened, session_closed, initial_presence,
                              user_registered, user_removed, roster_item_changed,
-                             roster_version, offline_message]),
+                             roster_version, offline_message, stanza_to_user,
+                             message_delivered]),
                  lists:sort(Events)).
 
 %%% Helpers

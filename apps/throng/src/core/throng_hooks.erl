@@ -27,7 +27,7 @@
 -type event() :: stanza_from_session | stanza_to_session | presence_in
                | session_opened | session_closed | initial_presence
                | user_registered | user_removed | roster_item_changed
-               | roster_version | offline_message.
+               | roster_version | offline_message | stanza_to_user | message_delivered.
 -type handler() :: {Seq :: integer(), module(), Fun :: atom()}.
 -type result() :: ok | stop | {ok, term()} | {stop, term()}.
 -export_type([event/0, handler/0, result/0]).
@@ -55,7 +55,13 @@ events() ->
      {roster_version, "undefined | binary() the 'ver' to advertise",
       "#{version := integer()}: roster versioning (RFC 6121 §2.6)"},
      {offline_message, "bounce | stored | full",
-      "#{from := #jid{}, to := #jid{} (bare), el := #xmlel{}}: a message no resource can take"}].
+      "#{from := #jid{}, to := #jid{} (bare), el := #xmlel{}}: a message no resource can take"},
+     {stanza_to_user, "#xmlel{} a message or IQ routed to a local user (bare or full JID)",
+      "#{from := #jid{}, to := #jid{}}: runs in the sender's process before the delivery "
+      "decision; stop = consumed (the handler answered or dropped it)"},
+     {message_delivered, "ok", "#{from := #jid{}, to := #jid{}, el := #xmlel{}, "
+      "pids := [pid()]}: a message to a local user was handed to these sessions "
+      "([] when none took it); runs in the sender's process"}].
 
 %% @doc Runs the handlers of Event for Host, folding Acc through them.
 -spec run(event(), binary(), Acc, map()) -> {ok, Acc} | {stop, Acc} when Acc :: term().

@@ -82,12 +82,26 @@ to_server(From, To, El) ->
 
 to_user(From, To, El) ->
     case throng_stanza:kind(El) of
-        message -> message(From, To, El);
+        message -> to_user(message, From, To, El);
         presence ->
             throng_hooks:notify(presence_in, To#jid.server, #{from => From, to => To, el => El});
-        iq -> iq(From, To, El);
+        iq -> to_user(iq, From, To, El);
         other -> ok
     end.
+
+%% Modules see every message and IQ for a local user before it is
+%% delivered (blocking, archiving), and may consume or change it.
+to_user(Kind, From, To, El0) ->
+    case throng_hooks:run(stanza_to_user, To#jid.server, El0, #{from => From, to => To}) of
+        {stop, _} -> ok;
+        {ok, El} when Kind =:= message -> message(From, To, El);
+        {ok, El} -> iq(From, To, El)
+    end.
+
+%% Modules learn which sessions a message was handed to (carbons).
+delivered(From, To, El, Pids) ->
+    throng_hooks:notify(message_delivered, To#jid.server,
+                        #{from => From, to => To, el => El, pids => Pids}).
 
 %%% Messages, RFC 6121 §8.5.2 (bare) and §8.5.3 (full)
 
@@ -97,7 +111,8 @@ message(From, To, El) ->
     case throng_sm:lookup(To) of
         Pid when is_pid(Pid) ->
             throng_metrics:incr(messages_routed),
-            deliver(Pid, From, To, El);
+            deliver(Pid, From, To, El),
+            delivered(From, To, El, [Pid]);
         undefined ->
             no_such_resource(From, To, El, message_type(El))
     end.
@@ -143,10 +158,13 @@ message_bare(From, #jid{user = U, server = S} = To, El, Type) ->
     case {Targets, Type} of
         {[_ | _], _} ->
             throng_metrics:add(messages_routed, length(Targets)),
-            [deliver(Pid, From, To, El) || {_R, Pid, _, _} <- Targets],
-            ok;
+            Pids = [Pid || {_R, Pid, _, _} <- Targets],
+            [deliver(Pid, From, To, El) || Pid <- Pids],
+            delivered(From, To, El, Pids);
         {[], headline} -> ok;
-        {[], _} -> offline(From, To, El)
+        {[], _} ->
+            offline(From, To, El),
+            delivered(From, To, El, [])
     end.
 
 %% §8.5.2.2.1: no resource with a non-negative priority: stored offline (the
