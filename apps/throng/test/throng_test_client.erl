@@ -11,7 +11,7 @@
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
          auth_plain/3, auth_scram/4, auth_scram/5, tls_server_end_point/1, bind/2, login/3, login/4, close/1, abort/1, closed/2,
          pause/1, trickle/3,
-         iq/3, iq/4, presence/1, message/3, jid/1, flush/1, port/0]).
+         iq/3, iq/4, iq_skipping/4, presence/1, message/3, jid/1, flush/1, port/0]).
 
 -record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
 -type client() :: #c{}.
@@ -246,6 +246,22 @@ iq(C, Type, Payload, Attrs) ->
     send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, Type}, {<<"id">>, Id} | Attrs],
                    children = [Payload]}),
     wait_id(C, Id).
+
+%% @doc As iq/4, but what arrives before the answer (presence, pushes,
+%% messages) is read and dropped.
+-spec iq_skipping(client(), binary(), #xmlel{}, [{binary(), binary()}]) -> #xmlel{}.
+iq_skipping(C, Type, Payload, Attrs) ->
+    Id = integer_to_binary(erlang:unique_integer([positive])),
+    send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, Type}, {<<"id">>, Id} | Attrs],
+                   children = [Payload]}),
+    skip_to_id(C, Id).
+
+skip_to_id(C, Id) ->
+    R = recv_stanza(C),
+    case {R#xmlel.name, throng_xml:attr(<<"id">>, R)} of
+        {<<"iq">>, Id} -> R;
+        _ -> skip_to_id(C, Id)
+    end.
 
 wait_id(C, Id) ->
     case recv_stanza(C) of

@@ -117,7 +117,9 @@ spec() ->
 %% A new module is one line here and one file in apps/throng/src/ext/.
 -spec modules() -> [{atom(), module()}].
 modules() ->
-    [{disco, throng_mod_disco},
+    [{blocking, throng_mod_blocking},
+     {carbons, throng_mod_carbons},
+     {disco, throng_mod_disco},
      {last, throng_mod_last},
      {offline, throng_mod_offline},
      {ping, throng_mod_ping},

@@ -12,7 +12,9 @@
 -include("throng.hrl").
 
 -export([route/4, route_kept/5, roster_push/3, kick/2, replace/2, place_again/1,
-         ext_message/3, ext_timer/2, ext_timer/3]).
+         ext_message/3, ext_timer/2, ext_timer/3, route_flagged/4]).
+%% Called remotely (erpc:cast) by route_flagged/4 on another node.
+-ignore_xref([{route_flagged, 4}]).
 %% API of extension modules (docs/extensions.md), used by tests.
 -ignore_xref([{ext_message, 3}]).
 
@@ -36,6 +38,21 @@
 route(Pid, From, To, El) ->
     Pid ! {route, From, To, El},
     ok.
+
+%% @doc Delivers a stanza from From to each of Targets ({Pid, To}) whose
+%% session has Flag set ({@link throng_sm:set_flag/2}). Flags are known on
+%% the session's own node: targets on another node are handed to it in one
+%% asynchronous call per node, which checks and delivers there.
+-spec route_flagged(throng_sm:flag(), [{pid(), #jid{}}], #jid{}, #xmlel{}) -> ok.
+route_flagged(Flag, Targets, From, El) ->
+    Me = node(),
+    ByNode = maps:groups_from_list(fun({Pid, _}) -> node(Pid) end, Targets),
+    maps:foreach(
+      fun(Node, Ts) when Node =:= Me ->
+              [route(Pid, From, To, El) || {Pid, To} <- Ts, throng_sm:has_flag(Pid, Flag)];
+         (Node, Ts) ->
+              erpc:cast(Node, ?MODULE, route_flagged, [Flag, Ts, From, El])
+      end, ByNode).
 
 %% @doc Delivers a routed message that is also kept durably in flight under
 %% Key (the session is detached; {@link throng_inflight}).

@@ -29,7 +29,7 @@
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
-         set_detached/2, is_detached/1]).
+         set_detached/2, is_detached/1, has_local/1, set_flag/2, has_flag/2]).
 -export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
@@ -40,6 +40,12 @@
 %% Sessions whose connection dropped and that wait for a XEP-0198
 %% resumption: only those, so an attached session costs nothing here.
 -define(DETACHED, throng_detached).
+%% Per-session flags modules set (carbons enabled, blocklist requested):
+%% {Pid, Bits}, a row only for a session with a flag set, so an idle
+%% session that set none costs nothing here. Node-local, like the pid.
+-define(FLAGS, throng_session_flags).
+-type flag() :: carbons | blocklist.
+-export_type([flag/0]).
 
 %% prio: undefined while the resource is not available (no initial presence
 %% yet, or it sent unavailable). pres: the presence element, without from and
@@ -62,6 +68,8 @@ init() ->
                           {read_concurrency, true}, {write_concurrency, true}]),
     ?DETACHED = ets:new(?DETACHED, [set, public, named_table,
                                     {read_concurrency, true}, {write_concurrency, true}]),
+    ?FLAGS = ets:new(?FLAGS, [set, public, named_table,
+                              {read_concurrency, true}, {write_concurrency, true}]),
     ok.
 
 %% @doc Registers the calling session for a full JID. When another process
@@ -131,6 +139,7 @@ unregister(#jid{user = U, server = S, resource = R}, Pid) ->
 
 unregister_local(Key, Pid) ->
     _ = ets:select_delete(?TAB, [{{session, Key, Pid, '_', '_', '_'}, [], [true]}]),
+    true = ets:delete(?FLAGS, Pid),
     ok.
 
 %% Where the directory keeps this node's sessions of U@S (none: alone).
@@ -323,3 +332,32 @@ set_detached(Pid, false) ->
 -spec is_detached(pid()) -> boolean().
 is_detached(Pid) ->
     ets:member(?DETACHED, Pid).
+
+%% @doc Whether a bare JID has a session on this node (a range read of the
+%% session table).
+-spec has_local({binary(), binary()}) -> boolean().
+has_local(US) ->
+    ets:select(?TAB, [{{session, {US, '_'}, '_', '_', '_', '_'}, [], [true]}], 1) =/= '$end_of_table'.
+
+%% @doc Sets or clears a flag of the calling session (until it ends).
+-spec set_flag(flag(), boolean()) -> ok.
+set_flag(Flag, On) ->
+    Pid = self(),
+    Bit = flag_bit(Flag),
+    Old = try ets:lookup_element(?FLAGS, Pid, 2) catch error:badarg -> 0 end,
+    case {On, Old bor Bit, Old band bnot Bit} of
+        {true, New, _} -> true = ets:insert(?FLAGS, {Pid, New});
+        {false, _, 0} -> true = ets:delete(?FLAGS, Pid);
+        {false, _, New} -> true = ets:insert(?FLAGS, {Pid, New})
+    end,
+    ok.
+
+%% @doc Whether a session of this node has a flag set.
+-spec has_flag(pid(), flag()) -> boolean().
+has_flag(Pid, Flag) ->
+    try ets:lookup_element(?FLAGS, Pid, 2) band flag_bit(Flag) =/= 0
+    catch error:badarg -> false
+    end.
+
+flag_bit(carbons) -> 1;
+flag_bit(blocklist) -> 2.
