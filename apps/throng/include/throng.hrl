@@ -38,6 +38,7 @@
 -define(NS_REGISTER, <<"jabber:iq:register">>).
 -define(NS_REGISTER_FEATURE, <<"http://jabber.org/features/iq-register">>).
 -define(NS_SM, <<"urn:xmpp:sm:3">>).
+-define(NS_CSI, <<"urn:xmpp:csi:0">>).
 -define(NS_DELAY, <<"urn:xmpp:delay">>).
 -define(NS_VERSION, <<"jabber:iq:version">>).
 

@@ -146,9 +146,10 @@ handle_event({call, From}, {resume_elsewhere, Bare, H}, State, D) ->
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
     elements(Rest, session, D1);
-handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D) ->
+handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D0) ->
     %% Resumed while the old connection still looked alive: drop it.
-    throng_transport:close(D#d.sock),
+    throng_transport:close(D0#d.sock),
+    D = throng_c2s_stanza:csi_release(resumable, D0#d{sock = undefined}),
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
     elements(Rest, session, D1);
 handle_event(internal, {Tag, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
@@ -405,6 +406,7 @@ element(wait_bind, #xmlel{}, D) ->
 element(session, #xmlel{name = Name} = El, D) ->
     case throng_xml:ns(El) of
         ?NS_SM -> throng_c2s_sm:element(Name, El, D);
+        ?NS_CSI -> throng_c2s_stanza:csi(Name, El, D);
         _ -> throng_c2s_stanza:stanza(El, D)
     end.
 
@@ -444,8 +446,12 @@ closed(session, #d{sm = SM, jid = JID} = D) when SM =/= undefined ->
             throng_transport:close(D#d.sock),
             throng_sm:set_detached(self(), true),
             Kept = throng_c2s_items:keep(JID, throng_stream_mgmt:unacked(SM), self()),
-            {next_state, resumable, D#d{sock = undefined, out = [],
-                                        sm = throng_stream_mgmt:set_unacked(Kept, SM)},
+            %% What an inactive client had not been sent joins the queue a
+            %% resumption re-sends; the next stream starts active.
+            D1 = throng_c2s_stanza:csi_release(
+                   resumable, D#d{sock = undefined, out = [],
+                                  sm = throng_stream_mgmt:set_unacked(Kept, SM)}),
+            {next_state, resumable, D1,
              [{state_timeout, throng_config:get([stream_management, resume_timeout]) * 1000,
                resume_expired}]};
         false ->
@@ -500,7 +506,7 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
                   undefined -> [];
                   SM -> throng_stream_mgmt:unacked(SM)
               end,
-    throng_c2s_items:reroute(Unacked, JID),
+    throng_c2s_items:reroute(Unacked ++ throng_c2s_stanza:csi_held(D), JID),
     throng_c2s_items:drain_mailbox(JID).
 
 -spec code_change(term(), atom(), #d{}, term()) -> {ok, atom(), #d{}}.

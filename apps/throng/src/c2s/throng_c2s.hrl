@@ -23,6 +23,7 @@
             sm :: undefined | throng_stream_mgmt:state(),
             out = [] :: iolist(),                  %% pending output, reversed
             paused = false :: boolean(),           %% socket not re-armed on purpose
+            csi = active :: active | throng_c2s_csi:queue(), %% XEP-0352: inactive, what is held
             epoch = 0 :: non_neg_integer()}).      %% stream restarts so far: parsed
                                                    %% elements of an older stream are dropped
 

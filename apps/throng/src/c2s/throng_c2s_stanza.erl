@@ -9,7 +9,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([stanza/2, deliver/6, routed_batch/3, send_stanza/3]).
+-export([stanza/2, deliver/6, routed_batch/3, send_stanza/3, csi/3, csi_release/2, csi_held/1]).
 
 %%% Stanzas from the client (RFC 6120 §8, RFC 6121)
 
@@ -239,16 +239,74 @@ send_routed(State, Key, From, To, El0, #d{jid = JID} = D) ->
         {stop, _} ->
             throng_c2s_items:acked([kept(Key, none)]),
             D;
+        {ok, El} when State =:= resumable ->
+            queue_only(kept(Key, {From, To, El}), D);
+        {ok, El} when D#d.csi =:= active ->
+            write_routed(Key, From, To, El, D);
         {ok, El} ->
-            Item = kept(Key, {From, To, El}),
-            case State of
-                resumable -> queue_only(Item, D);
-                _ ->
-                    Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From),
-                                                    throng_jid:to_binary(To)),
-                    output(throng_stanza:kind(El), Item, throng_xml:to_iolist(Out), D)
+            %% XEP-0352: the client is inactive. A stanza kept durably in
+            %% flight is a message that must not wait.
+            case Key =:= none andalso not throng_c2s_csi:urgent(El) of
+                true -> csi_hold(From, To, El, D);
+                false -> write_routed(Key, From, To, El, csi_flush(D))
             end
     end.
+
+write_routed(Key, From, To, El, D) ->
+    Out = throng_stanza:set_from_to(El, throng_jid:to_binary(From), throng_jid:to_binary(To)),
+    output(throng_stanza:kind(El), kept(Key, {From, To, El}), throng_xml:to_iolist(Out), D).
+
+%%% XEP-0352 client state indication (throng_c2s_csi)
+
+%% @doc The client says it is inactive or active (a top-level element of
+%% urn:xmpp:csi:0). Active writes out what was held. Without the csi
+%% module the element is not part of this stream.
+-spec csi(binary(), #xmlel{}, data()) -> throng_c2s:element_result().
+csi(Name, El, #d{server = Server} = D) ->
+    case {throng_ext:is_enabled(Server, throng_mod_csi), Name} of
+        {true, <<"inactive">>} when D#d.csi =:= active -> {next, session, D#d{csi = []}};
+        {true, <<"inactive">>} -> {next, session, D};
+        {true, <<"active">>} -> {next, session, (csi_flush(D))#d{csi = active}};
+        _ -> stanza(El, D)
+    end.
+
+csi_hold(From, To, El, #d{csi = Q, server = Server} = D) ->
+    throng_metrics:incr(csi_held),
+    Max = throng_ext:opt(Server, throng_mod_csi, queue_max),
+    case throng_c2s_csi:hold(From, To, El, {Q, Max}) of
+        {ok, Q1} ->
+            %% A presence replaced by a newer one from the same JID.
+            Replaced = throng_c2s_csi:size(Q) + 1 - throng_c2s_csi:size(Q1),
+            Replaced > 0 andalso throng_metrics:add(csi_dropped, Replaced),
+            D#d{csi = Q1};
+        {full, Q1} ->
+            csi_flush(D#d{csi = Q1})
+    end.
+
+%% Writes what was held, oldest first, in one write; stays inactive.
+csi_flush(#d{csi = active} = D) ->
+    D;
+csi_flush(#d{csi = []} = D) ->
+    D;
+csi_flush(#d{csi = Q} = D) ->
+    throng_metrics:incr(csi_flushes),
+    lists:foldl(fun({From, To, El}, Acc) -> write_routed(none, From, To, El, Acc) end,
+                D#d{csi = []}, throng_c2s_csi:items(Q)).
+
+%% @doc The connection dropped or moved (XEP-0198): what was held joins the
+%% queue a resumption re-sends, and the next stream starts active.
+-spec csi_release(resumable, data()) -> data().
+csi_release(resumable, #d{csi = active} = D) ->
+    D;
+csi_release(resumable, #d{csi = Q} = D) ->
+    lists:foldl(fun(Item, Acc) -> queue_only(Item, Acc) end,
+                D#d{csi = active}, throng_c2s_csi:items(Q)).
+
+%% @doc What is held for an inactive client (routed again when the session
+%% ends).
+-spec csi_held(data()) -> [throng_session:item()].
+csi_held(#d{csi = active}) -> [];
+csi_held(#d{csi = Q}) -> throng_c2s_csi:items(Q).
 
 kept(none, Item) -> Item;
 kept(Key, Item) -> {kept, Key, Item}.

@@ -119,6 +119,7 @@ spec() ->
 modules() ->
     [{blocking, throng_mod_blocking},
      {carbons, throng_mod_carbons},
+     {csi, throng_mod_csi},
      {disco, throng_mod_disco},
      {last, throng_mod_last},
      {offline, throng_mod_offline},

@@ -78,6 +78,15 @@ metrics() ->
      m(slow_readers_closed, counter, "connections",
        "Connections closed because more than max_queued_stanzas or max_queued_bytes "
        "waited for a client that reads too slowly."),
+     m(csi_held, counter, "stanzas",
+       "Stanzas held back for inactive clients (XEP-0352): presence updates and "
+       "bodyless messages."),
+     m(csi_dropped, counter, "stanzas",
+       "Held presence updates replaced by a newer one from the same JID before the "
+       "client became active: never written."),
+     m(csi_flushes, counter, "flushes",
+       "Writes of what was held for an inactive client (it became active, an urgent "
+       "stanza came, or the queue was full)."),
      m(send_timeouts_closed, counter, "connections",
        "Connections closed because a write to the client did not finish within the "
        "listener's send_timeout."),
