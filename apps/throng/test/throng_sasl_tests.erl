@@ -400,6 +400,9 @@ ht_test_() ->
                      throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(expired))),
        ?_assertEqual({error, 'not-authorized', <<"user">>},
                      throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(none))),
+       %% The store could not say: try again later, not "wrong" or "expired".
+       ?_assertEqual({error, 'temporary-auth-failure', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), ht_ctx(unavailable))),
        ?_assertEqual({error, 'malformed-request', undefined},
                      throng_sasl:start(<<"HT-SHA-256-NONE">>, <<"user-without-nul">>, ht_ctx(Tokens))),
        %% Without tokens in the context (no FAST for this client), or

@@ -25,7 +25,7 @@
 
 -type counter() :: users_launched | users_connected | users_logged_in | users_finished
                  | users_failed | conns_open | sessions | connects | logins
-                 | stanzas_in | stanzas_out | bytes_in | bytes_out
+                 | stanzas_in | stanzas_out | bytes_in | bytes_out | reads_in
                  | msgs_sent | msgs_received | msgs_bounced | msgs_unsent | msgs_sent_cross
                  | msgs_stale
                  | requests | responses | bad_status
@@ -53,7 +53,7 @@
 counter_names() ->
     [users_launched, users_connected, users_logged_in, users_finished, users_failed,
      conns_open, sessions, connects, logins,
-     stanzas_in, stanzas_out, bytes_in, bytes_out,
+     stanzas_in, stanzas_out, bytes_in, bytes_out, reads_in,
      msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross, msgs_stale,
      requests, responses, bad_status,
      err_econnrefused, err_econnreset, err_closed, err_timeout,

@@ -69,7 +69,7 @@
                  %% it the HT-* mechanisms are not offered.
                  fast_tokens => fun((User :: binary(), Mechanism :: binary()) ->
                                            {ok, [{atom(), binary(), integer()}]} | expired
-                                               | none)}.
+                                               | none | unavailable)}.
 -type condition() :: 'aborted' | 'account-disabled' | 'credentials-expired'
                    | 'encryption-required' | 'incorrect-encoding'
                    | 'invalid-authzid' | 'invalid-mechanism'
@@ -196,7 +196,9 @@ ht_check(User, Name, CbData, Hmac, #{fast_tokens := Tokens}) ->
         expired ->
             {error, 'credentials-expired', User};
         none ->
-            {error, 'not-authorized', User}
+            {error, 'not-authorized', User};
+        unavailable ->
+            {error, 'temporary-auth-failure', User}
     end.
 
 %%% PLAIN: message = [authzid] NUL authcid NUL passwd

@@ -26,11 +26,19 @@
 
 %% @doc The usable tokens of a client for a mechanism, with when each was
 %% issued: `new' first, then `current'; `expired' when it has tokens for
-%% it, none still valid; `none' when it has none (or the store cannot
-%% answer).
+%% it, none still valid; `none' when it has none; `unavailable' when the
+%% store cannot answer (the login fails with temporary-auth-failure, not
+%% as if the token were wrong or expired).
 -spec tokens(binary(), binary(), binary(), binary()) ->
-    {ok, [{slot(), binary(), integer()}]} | expired | none.
+    {ok, [{slot(), binary(), integer()}]} | expired | none | unavailable.
 tokens(U, S, UA, Mech) ->
+    try valid_tokens(U, S, UA, Mech)
+    catch error:{storage_failed, Why} ->
+            logger:error(#{what => fast_tokens_unavailable, user => U, server => S, reason => Why}),
+            unavailable
+    end.
+
+valid_tokens(U, S, UA, Mech) ->
     Client = maps:get(ua_key(UA), entry(U, S), #{}),
     Now = erlang:system_time(second),
     Tag = creds_tag(U, S),
@@ -109,10 +117,9 @@ bounded(Entry) ->
     bounded(maps:remove(Oldest, Entry)).
 
 entry(U, S) ->
-    try throng_storage:kv_get(?BUCKET, {U, S}) of
+    case throng_storage:kv_get(?BUCKET, {U, S}) of
         {ok, Entry} when is_map(Entry) -> Entry;
         _ -> #{}
-    catch error:{storage_failed, _} -> #{}
     end.
 
 put_entry(U, S, Entry) when map_size(Entry) =:= 0 ->
@@ -126,8 +133,7 @@ ua_key(UA) ->
 %% Ties a token to the account's current credentials: a password change
 %% gives new keys, and the tokens issued before no longer match.
 creds_tag(U, S) ->
-    try throng_storage:get_credentials(U, S) of
+    case throng_storage:get_credentials(U, S) of
         {ok, Creds} -> binary:part(crypto:hash(sha256, term_to_binary(Creds)), 0, 16);
         not_found -> <<>>
-    catch error:{storage_failed, _} -> <<"unavailable">>
     end.

@@ -48,6 +48,7 @@
          {probability, probability, required},
          {presence, bool, true},
          {roster, bool, false},
+         {csi_inactive, bool, false},
          {chat, {section, ?CHAT_FIELDS}, none},
          {length, dist, inherit},
          {keepalive, duration_or_none, inherit}]).

@@ -350,7 +350,10 @@ summary(Snap = #{counters := C}, Rows, H) ->
                  bytes_out_per_s => throng_bench_summary:rate_stats(bytes_out_s, Rows),
                  messages_sent_per_s => throng_bench_summary:rate_stats(msgs_sent_s, Rows)},
       traffic => #{stanzas_in => Get(stanzas_in), stanzas_out => Get(stanzas_out),
-                   bytes_in => Get(bytes_in), bytes_out => Get(bytes_out)},
+                   bytes_in => Get(bytes_in), bytes_out => Get(bytes_out),
+                   %% Socket reads by the simulated clients: each is a
+                   %% wake-up of a phone's radio and CPU.
+                   reads_in => Get(reads_in)},
       messages => Split#{sent => Sent, received => Received, lost => Sent - Received,
                          bounced => Get(msgs_bounced),
                          not_sent_no_contact_online => Get(msgs_unsent),

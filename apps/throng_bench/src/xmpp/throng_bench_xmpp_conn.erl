@@ -50,9 +50,11 @@ activate(Conn) -> inet:setopts(socket(Conn), [{active, 100}]).
 -spec decode(conn(), binary()) -> {ok, binary()} | {error, term()}.
 decode({tcp, _}, Data) ->
     throng_bench_metrics:add(bytes_in, byte_size(Data)),
+    throng_bench_metrics:inc(reads_in),
     {ok, Data};
 decode({tls, _, T}, Data) ->
     throng_bench_metrics:add(bytes_in, byte_size(Data)),
+    throng_bench_metrics:inc(reads_in),
     case fast_tls:recv_data(T, Data) of
         {ok, Plain} -> {ok, Plain};
         {error, R} -> {error, {tls, R}}

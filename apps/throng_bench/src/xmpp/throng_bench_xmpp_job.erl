@@ -69,7 +69,7 @@ compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := T
                    _ -> throng_bench_xmpp_users:compile(Users)
                end,
       srcs => list_to_tuple(maps:get(source_ips, S, [any])),
-      profiles => list_to_tuple([maps:with([name, probability, roster, presence, chat, keepalive, length], P)
+      profiles => list_to_tuple([maps:with([name, probability, roster, presence, csi_inactive, chat, keepalive, length], P)
                                  || P <- Sessions]),
       timeouts => Timeouts, drain => maps:get(drain, S),
       run => integer_to_binary(maps:get(run, S, 0)),

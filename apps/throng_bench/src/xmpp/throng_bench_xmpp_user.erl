@@ -440,6 +440,9 @@ logged_in(U = #u{t_login = T0, prof = P}) ->
                  U2#u{pend = [{presence, TP} | U2#u.pend], presence_sent = true};
              false -> U2
          end,
+    %% XEP-0352: a phone in a pocket says so once and stays inactive.
+    maps:get(csi_inactive, Prof)
+        andalso ok_send(U3, <<"<inactive xmlns='urn:xmpp:csi:0'/>">>),
     NowMs = now_ms(),
     KA = case maps:get(keepalive, Prof) of none -> infinity; K -> NowMs + K end,
     {ChatAt, Rnd} = case maps:get(chat, Prof) of
