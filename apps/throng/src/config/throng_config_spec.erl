@@ -126,7 +126,8 @@ spec() ->
 %% A new module is one line here and one file in apps/throng/src/ext/.
 -spec modules() -> [{atom(), module()}].
 modules() ->
-    [{blocking, throng_mod_blocking},
+    [{adhoc, throng_mod_adhoc},
+     {blocking, throng_mod_blocking},
      {carbons, throng_mod_carbons},
      {disco, throng_mod_disco},
      {last, throng_mod_last},
