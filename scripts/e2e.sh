@@ -2,7 +2,8 @@
 # End-to-end tests of the release (make release), as a user runs it:
 # bin/throng start/ping/status/stop, the admin commands, a configuration
 # error, a real third-party client (python3-slixmpp) over STARTTLS with
-# SCRAM, and durability across kill -9. Uses its own node name, port and
+# SCRAM, ad-hoc admin commands from it (XEP-0050/XEP-0133), and durability
+# across kill -9. Uses its own node name, port and
 # data directory; leaves nothing running.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,7 @@ trap cleanup EXIT INT TERM
 
 cat > "$THRONG_CONFIG" <<YML
 hosts: [localhost]
+admins: [alice@localhost]
 data_dir: "$WORK/data"
 listen:
   - port: $PORT
@@ -76,6 +78,11 @@ n=$("$T" accounts localhost)
 CA="$WORK/data/tls/selfsigned.crt"
 expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery, direct TLS" \
     $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA" "$((PORT + 1))"
+
+# XEP-0050/XEP-0133 from slixmpp's xep_0050 plugin: alice is an admin. The
+# account it adds is deleted again (the account count below stays).
+expect "slixmpp xep_0050: admin command list, add-user then login, get-online-users-num, delete-user, refused to a non-admin" \
+    $PY "$ROOT/test/e2e/adhoc_e2e.py" 127.0.0.1 "$PORT" "$CA" alice@localhost bob@localhost
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &

@@ -91,6 +91,7 @@ type(string) -> "string";
 type(path) -> "path";
 type(ip) -> "IP address";
 type(domain) -> "domain";
+type(bare_jid) -> "bare JID";
 type(node) -> "node name";
 type({int, Min, infinity}) -> io_lib:format("integer &ge; ~b", [Min]);
 type({int, Min, Max}) -> io_lib:format("integer ~b..~b", [Min, Max]);

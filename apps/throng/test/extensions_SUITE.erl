@@ -21,7 +21,8 @@
 
 all() ->
     [iq_only_when_enabled, iq_server_scope, iq_account_scope, iq_own_account_falls_back_to_server,
-     iq_preauth_scope, disco_only_when_enabled, stream_feature_only_when_enabled,
+     iq_preauth_scope, disco_only_when_enabled, disco_node_answered_by_module,
+     stream_feature_only_when_enabled,
      from_session_stop, from_session_change, to_session_drop, to_session_change,
      session_opened_and_closed, user_registered_and_removed, roster_item_changed,
      initial_presence_adds_items, unacked_item_rerouted,
@@ -226,6 +227,36 @@ iq_preauth_scope(_) ->
     ?assertEqual(<<"not-authorized">>, ?C:closed(C, 5000)).
 
 %%% What a module adds to the server's description
+
+%% Through the disco_info and disco_items hooks a module adds an item to the
+%% domain's disco#items and answers disco#info and #items of its own node
+%% (the answer names the node), per asker: bob gets the module's forbidden.
+%% A node no module answers is still item-not-found.
+disco_node_answered_by_module(_) ->
+    A = login(<<"alice">>),
+    Node = ?X:node(),
+    NodeQ = fun(NS, N) -> #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, NS}, {<<"node">>, N}]} end,
+    Items = ?C:iq(A, <<"get">>, q(?NS_DISCO_ITEMS), [{<<"to">>, ?HOST}]),
+    ?assertEqual([[{<<"jid">>, ?HOST}, {<<"node">>, Node}, {<<"name">>, <<"Test node">>}]],
+                 [I#xmlel.attrs || I <- throng_xml:subels(throng_xml:subel(Items, <<"query">>))]),
+    Info = ?C:iq(A, <<"get">>, NodeQ(?NS_DISCO_INFO, Node), [{<<"to">>, ?HOST}]),
+    Q = throng_xml:subel(Info, <<"query">>),
+    ?assertEqual(Node, throng_xml:attr(<<"node">>, Q)),
+    ?assertEqual([{<<"identity">>, <<"node">>}, {<<"feature">>, ?X:ns()}],
+                 [{E#xmlel.name, throng_xml:attr(<<"type">>, E, throng_xml:attr(<<"var">>, E))}
+                  || E <- throng_xml:subels(Q)]),
+    NodeItems = ?C:iq(A, <<"get">>, NodeQ(?NS_DISCO_ITEMS, Node), [{<<"to">>, ?HOST}]),
+    ?assertEqual(Node, throng_xml:attr(<<"node">>, throng_xml:subel(NodeItems, <<"query">>))),
+    ?assertEqual([<<Node/binary, "/child">>],
+                 [throng_xml:attr(<<"node">>, I)
+                  || I <- throng_xml:subels(throng_xml:subel(NodeItems, <<"query">>))]),
+    B = login(<<"bob">>),
+    [?assertEqual({error, <<"forbidden">>}, answered(?C:iq(B, <<"get">>, NodeQ(NS, Node),
+                                                             [{<<"to">>, ?HOST}])))
+     || NS <- [?NS_DISCO_INFO, ?NS_DISCO_ITEMS]],
+    [?assertEqual({error, <<"item-not-found">>},
+                  answered(?C:iq(A, <<"get">>, NodeQ(NS, <<"nobody's">>), [{<<"to">>, ?HOST}])))
+     || NS <- [?NS_DISCO_INFO, ?NS_DISCO_ITEMS]].
 
 %% The module's feature and identity are in the domain's disco#info only
 %% once it is enabled.

@@ -125,3 +125,15 @@ host_config_test() ->
                        host_config => [#{host => <<"c.example">>, modules => #{}}]})),
     ?assertEqual("host_config[0].modules: required option missing",
                  err(#{hosts => [<<"a.example">>], host_config => [#{host => <<"a.example">>}]})).
+
+%% admins: none by default; bare JIDs kept normalized; a full JID, a domain
+%% or garbage is refused with the key and the value.
+admins_test() ->
+    setup(),
+    {ok, C0} = throng_config:validate(#{}),
+    ?assertEqual([], maps:get(admins, C0)),
+    {ok, C} = throng_config:validate(#{admins => [<<"Admin@Example.ORG">>, <<"root@localhost">>]}),
+    ?assertEqual([<<"admin@example.org">>, <<"root@localhost">>], maps:get(admins, C)),
+    [?assertEqual("admins[1]: expected a bare JID such as admin@example.org, got \"" ++ Bad ++ "\"",
+                  err(#{admins => [<<"ok@localhost">>, list_to_binary(Bad)]}))
+     || Bad <- ["root@localhost/laptop", "localhost", "a b@localhost", ""]].

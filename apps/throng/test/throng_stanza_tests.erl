@@ -45,3 +45,16 @@ copy_detaches_from_big_binaries_test() ->
     ?assert(binary:referenced_byte_size(El#xmlel.name) >= 10000),
     #xmlel{name = N, children = [{xmlcdata, T}]} = throng_stanza:copy(El),
     ?assertEqual({100, 100}, {binary:referenced_byte_size(N), binary:referenced_byte_size(T)}).
+
+%% An application-specific condition follows the defined condition and the
+%% text inside <error/> (RFC 6120 §8.3.2).
+error_reply_app_condition_test() ->
+    App = #xmlel{name = <<"bad-sessionid">>, attrs = [{<<"xmlns">>, <<"urn:x">>}]},
+    Err = throng_xml:subel(throng_stanza:error_reply(msg(), 'bad-request', <<"why">>, App), <<"error">>),
+    ?assertEqual(<<"modify">>, throng_xml:attr(<<"type">>, Err)),
+    ?assertEqual([<<"bad-request">>, <<"text">>, <<"bad-sessionid">>],
+                 [C#xmlel.name || C <- throng_xml:subels(Err)]),
+    NoText = throng_xml:subel(throng_stanza:error_reply(msg(), 'bad-request', <<>>, App), <<"error">>),
+    ?assertEqual([<<"bad-request">>, <<"bad-sessionid">>], [C#xmlel.name || C <- throng_xml:subels(NoText)]),
+    ?assertEqual(throng_stanza:error_reply(msg(), 'bad-request', <<"why">>),
+                 throng_stanza:error_reply(msg(), 'bad-request', <<"why">>, [])).

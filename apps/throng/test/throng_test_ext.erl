@@ -14,6 +14,10 @@
 %% </ul>
 %% Every initial presence gets one more item: a `welcome' message from the
 %% domain. session_info(`{actions, Actions}', Ctx) returns Actions.
+%%
+%% It owns the disco node {@link node/0} of the domain (disco_info and
+%% disco_items hooks): answered for everyone but bob, who gets forbidden;
+%% the domain's disco#items lists it.
 -module(throng_test_ext).
 -behaviour(throng_ext).
 
@@ -23,14 +27,19 @@
          stream_features/2, start/2, stop/1, session_info/2, item_bytes/2, item_reroute/2]).
 -export([answer/2, crash/2]).
 -export([from_session/2, to_session/2, opened/2, closed/2, registered/2, removed/2,
-         roster_changed/2, initial_presence/2]).
--export([ns/0, ns_server_only/0, ns_crash/0, identity/0, body/1, message/3]).
+         roster_changed/2, initial_presence/2, disco_info/2, disco_items/2]).
+-export([node/0, ns/0, ns_server_only/0, ns_crash/0, identity/0, body/1, message/3]).
 
 -define(NS, <<"urn:throng:test">>).
 -define(NS_SERVER_ONLY, <<"urn:throng:test:server-only">>).
 -define(NS_CRASH, <<"urn:throng:test:crash">>).
+-define(NODE, <<"urn:throng:test#node">>).
 
 %%% What the suite checks against
+
+%% @doc The disco node of the domain the module answers.
+-spec node() -> binary().
+node() -> ?NODE.
 
 %% @doc The namespace answered in the server, account and preauth scopes.
 -spec ns() -> binary().
@@ -72,7 +81,9 @@ hooks() ->
      {user_registered, 50, registered},
      {user_removed, 50, removed},
      {roster_item_changed, 50, roster_changed},
-     {initial_presence, 60, initial_presence}].
+     {initial_presence, 60, initial_presence},
+     {disco_info, 50, disco_info},
+     {disco_items, 50, disco_items}].
 
 -spec disco_features(binary()) -> [binary()].
 disco_features(_Host) ->
@@ -172,6 +183,25 @@ roster_changed(ok, Args) -> tell(roster_item_changed, Args).
     {ok, [throng_session:item()]}.
 initial_presence(Items, #{jid := JID}) ->
     {ok, Items ++ [{ext, ?MODULE, {welcome, JID}}]}.
+
+-spec disco_info(term(), #{node := binary() | undefined, from := #jid{}}) -> ok | {stop, term()}.
+disco_info(_Acc, #{node := ?NODE, from := #jid{user = <<"bob">>}}) ->
+    {stop, {error, forbidden}};
+disco_info(_Acc, #{node := ?NODE}) ->
+    {stop, {[{<<"test">>, <<"node">>, <<"Test node">>}], [?NS]}};
+disco_info(_Acc, _Args) ->
+    ok.
+
+-spec disco_items(term(), #{node := binary() | undefined, from := #jid{}, to := #jid{}}) ->
+    ok | {ok, list()} | {stop, term()}.
+disco_items(Items, #{node := undefined, to := #jid{server = Host}}) ->
+    {ok, Items ++ [{Host, ?NODE, <<"Test node">>}]};
+disco_items(_Acc, #{node := ?NODE, from := #jid{user = <<"bob">>}}) ->
+    {stop, {error, forbidden}};
+disco_items(_Acc, #{node := ?NODE, to := #jid{server = Host}}) ->
+    {stop, [{Host, <<?NODE/binary, "/child">>, <<>>}]};
+disco_items(_Acc, _Args) ->
+    ok.
 
 %%% Helpers
 

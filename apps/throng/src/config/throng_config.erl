@@ -11,7 +11,9 @@
 %% lookup, no message.
 -module(throng_config).
 
--export([load/0, load_file/1, validate/1, get/1, source/0, modules/1]).
+-include("throng.hrl").
+
+-export([load/0, load_file/1, validate/1, get/1, source/0, modules/1, is_admin/1]).
 %% API used by tests and operators (a file, a raw configuration).
 -ignore_xref([{load_file, 1}, {validate, 1}]).
 
@@ -99,6 +101,11 @@ modules(Host) ->
             end,
     Catalog = throng_config_spec:modules(),
     maps:from_list([{proplists:get_value(Name, Catalog), Opts} || {Name, Opts} <- maps:to_list(Named)]).
+
+%% @doc Whether a JID (any resource) is one of the server's `admins'.
+-spec is_admin(#jid{}) -> boolean().
+is_admin(JID) ->
+    lists:member(throng_jid:to_binary(throng_jid:bare(JID)), ?MODULE:get([admins])).
 
 %% @doc Checks a raw configuration (YAML proplists or maps, binary or atom
 %% keys) against the spec and fills in defaults.
@@ -195,6 +202,12 @@ value(domain, V, W) ->
     case throng_jid:domainprep(S) of
         D when is_binary(D), D =/= <<>> -> D;
         _ -> fail(W, "expected a domain name, got ~ts", [show(V)])
+    end;
+value(bare_jid, V, W) ->
+    S = value(string, V, W),
+    case throng_jid:parse(S) of
+        {ok, #jid{user = U, resource = <<>>} = J} when U =/= <<>> -> throng_jid:to_binary(J);
+        _ -> fail(W, "expected a bare JID such as admin@example.org, got ~ts", [show(V)])
     end;
 value(node, V, _) when is_atom(V) -> V;
 value(node, V, W) ->

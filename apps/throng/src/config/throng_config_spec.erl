@@ -12,7 +12,8 @@
 %% <li>`boolean', `string', `path', `ip' (an address string, kept as a tuple)</li>
 %% <li>`{int, Min, Max}' (Max may be `infinity'), `{int_or_infinity, Min}'</li>
 %% <li>`{enum, [atom()]}', `{list, type()}', `{section, spec()}',
-%% `{list_of, spec()}' (a list of sections), `domain'</li>
+%% `{list_of, spec()}' (a list of sections), `domain', `bare_jid' (kept
+%% normalized, `user@domain')</li>
 %% <li>`modules': extension modules, a mapping of module name to a section of
 %% that module's own options (from its `options/0'); a module that is named
 %% is enabled, with every option it does not set at its default</li>
@@ -23,7 +24,7 @@
 %% API used by tests (throng_ct builds its configuration on it).
 -ignore_xref([{default_modules, 0}]).
 
--type type() :: boolean | string | path | ip | domain
+-type type() :: boolean | string | path | ip | domain | bare_jid
               | {int, integer(), integer() | infinity}
               | {int_or_infinity, integer()}
               | {enum, [atom()]}
@@ -41,6 +42,14 @@ spec() ->
           #{type => {list, domain}, default => [<<"localhost">>],
             doc => "XMPP domains this server serves. A stream to any other domain "
                    "gets a host-unknown stream error."},
+      admins =>
+          #{type => {list, bare_jid}, default => [],
+            doc => "Server administrators, as bare JIDs (user@domain), for every host. "
+                   "An administrator may run the XEP-0133 service administration "
+                   "commands (module `adhoc`: add and delete users, change passwords, "
+                   "end sessions, list online users, announce); nobody else can. "
+                   "Empty: nobody may. Top-level, not a module option, because other "
+                   "modules will need the same list (e.g. room administration)."},
       loglevel =>
           #{type => {enum, [emergency, alert, critical, error, warning, notice, info, debug]},
             default => notice,
@@ -117,7 +126,8 @@ spec() ->
 %% A new module is one line here and one file in apps/throng/src/ext/.
 -spec modules() -> [{atom(), module()}].
 modules() ->
-    [{blocking, throng_mod_blocking},
+    [{adhoc, throng_mod_adhoc},
+     {blocking, throng_mod_blocking},
      {carbons, throng_mod_carbons},
      {csi, throng_mod_csi},
      {disco, throng_mod_disco},

@@ -27,7 +27,8 @@
 -type event() :: stanza_from_session | stanza_to_session | presence_in
                | session_opened | session_closed | initial_presence
                | user_registered | user_removed | roster_item_changed
-               | roster_version | offline_message | stanza_to_user | message_delivered.
+               | roster_version | offline_message | stanza_to_user | message_delivered
+               | disco_info | disco_items.
 -type handler() :: {Seq :: integer(), module(), Fun :: atom()}.
 -type result() :: ok | stop | {ok, term()} | {stop, term()}.
 -export_type([event/0, handler/0, result/0]).
@@ -61,7 +62,15 @@ events() ->
       "decision; stop = consumed (the handler answered or dropped it)"},
      {message_delivered, "ok", "#{from := #jid{}, to := #jid{}, el := #xmlel{}, "
       "pids := [pid()]}: a message to a local user was handed to these sessions "
-      "([] when none took it); runs in the sender's process"}].
+      "([] when none took it); runs in the sender's process"},
+     {disco_info, "{[identity()], [Feature]} | not_found | {error, Condition}: the answer "
+      "(without a node: the registry's identities and features; with one: not_found)",
+      "#{from := #jid{}, to := #jid{} (the domain), node := binary() | undefined}: "
+      "disco#info of the domain; a module that owns the node answers it"},
+     {disco_items, "[{JID, Node, Name}] (binaries, <<>> when absent) | not_found | "
+      "{error, Condition} (without a node: []; with one: not_found)",
+      "#{from := #jid{}, to := #jid{} (the domain), node := binary() | undefined}: "
+      "disco#items of the domain; modules add items or answer their node"}].
 
 %% @doc Runs the handlers of Event for Host, folding Acc through them.
 -spec run(event(), binary(), Acc, map()) -> {ok, Acc} | {stop, Acc} when Acc :: term().

@@ -3,7 +3,11 @@
 %% once at boot, {@link throng_ext}); disco#info of a user's bare JID
 %% answers for the account, to the account itself and to entities it shares
 %% its presence with (XEP-0030 §8; others get service-unavailable).
-%% disco#items lists nothing yet (no services).
+%%
+%% Queries to the domain also run the `disco_info' and `disco_items' hooks,
+%% so that a module can add items to the domain's list and answer the nodes
+%% it owns, per asker (XEP-0050's command list); a node no module answers is
+%% item-not-found.
 -module(throng_mod_disco).
 -behaviour(throng_ext).
 
@@ -37,30 +41,55 @@ disco_features(_Host) ->
 disco_identities(_Host) ->
     [{<<"server">>, <<"im">>, <<"Throng">>}].
 
-%% @doc disco#info of the domain.
+%% @doc disco#info of the domain: without a node, the identities and
+%% features of the enabled modules; then the `disco_info' hook, where a
+%% module answers a node of its own.
 -spec server_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 server_info(IQ, #{host := Host} = Ctx) ->
-    get_without_node(IQ, Ctx, fun() ->
-        info(throng_ext:disco_identities(Host), throng_ext:disco_features(Host))
-    end).
+    on_domain(IQ, Ctx, disco_info,
+              {throng_ext:disco_identities(Host), throng_ext:disco_features(Host)},
+              fun(Node, {Ids, Features}) -> info(Node, Ids, Features) end).
 
-%% @doc disco#items of the domain.
+%% @doc disco#items of the domain: what the `disco_items' hook's handlers
+%% list (nothing when none does).
 -spec server_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 server_items(IQ, Ctx) ->
-    get_without_node(IQ, Ctx, fun() -> items() end).
+    on_domain(IQ, Ctx, disco_items, [], fun items/2).
+
+%% The hook starts from the answer without a node (Default) or, for a node,
+%% from not_found; a handler that owns the node replaces it, with an answer
+%% or {error, Condition} (e.g. forbidden for a node the asker may not see).
+on_domain(IQ, #{host := Host, from := From, to := To, payload := Payload} = Ctx,
+          Event, Default, Render) ->
+    case is_get(IQ) of
+        false -> bad_type(IQ, Ctx);
+        true ->
+            Node = throng_xml:attr(<<"node">>, Payload),
+            Start = case Node of
+                        undefined -> Default;
+                        _ -> not_found
+                    end,
+            {_, Answer} = throng_hooks:run(Event, Host, Start,
+                                           #{from => From, to => To, node => Node}),
+            case Answer of
+                not_found -> throng_stanza:error_reply(IQ, 'item-not-found');
+                {error, Cond} -> throng_stanza:error_reply(IQ, Cond);
+                _ -> throng_stanza:iq_result(IQ, [Render(Node, Answer)])
+            end
+    end.
 
 %% @doc disco#info of a user's bare JID, answered by the server on the
 %% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_info(IQ, Ctx) ->
     for_account(IQ, Ctx, fun() ->
-        info([{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
+        info(undefined, [{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
     end).
 
 %% @doc disco#items of a user's bare JID (none are listed).
 -spec account_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_items(IQ, Ctx) ->
-    for_account(IQ, Ctx, fun() -> items() end).
+    for_account(IQ, Ctx, fun() -> items(undefined, []) end).
 
 %% XEP-0030 §8: "the server MUST return a <service-unavailable/> error if
 %% ... the requesting entity is not authorized to receive presence from the
@@ -98,8 +127,9 @@ is_get(IQ) ->
 bad_type(IQ, _Ctx) ->
     throng_stanza:error_reply(IQ, 'service-unavailable').
 
-info(Identities, Features) ->
-    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO}],
+%% The answer to a query with a node says which node (XEP-0030 §3.2, §4.2).
+info(Node, Identities, Features) ->
+    #xmlel{name = <<"query">>, attrs = query_attrs(?NS_DISCO_INFO, Node),
            children = [#xmlel{name = <<"identity">>,
                               attrs = [{<<"category">>, C}, {<<"type">>, T}] ++
                                   [{<<"name">>, N} || N =/= <<>>]}
@@ -107,5 +137,12 @@ info(Identities, Features) ->
                [#xmlel{name = <<"feature">>, attrs = [{<<"var">>, F}]}
                 || F <- lists:usort(Features)]}.
 
-items() ->
-    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_ITEMS}]}.
+items(Node, Items) ->
+    #xmlel{name = <<"query">>, attrs = query_attrs(?NS_DISCO_ITEMS, Node),
+           children = [#xmlel{name = <<"item">>,
+                              attrs = [{<<"jid">>, J}] ++ [{<<"node">>, N} || N =/= <<>>] ++
+                                  [{<<"name">>, Name} || Name =/= <<>>]}
+                       || {J, N, Name} <- Items]}.
+
+query_attrs(NS, undefined) -> [{<<"xmlns">>, NS}];
+query_attrs(NS, Node) -> [{<<"xmlns">>, NS}, {<<"node">>, Node}].

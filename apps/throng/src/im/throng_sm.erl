@@ -29,11 +29,13 @@
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
-         set_detached/2, is_detached/1, has_local/1, set_flag/2, has_flag/2]).
+         set_detached/2, is_detached/1, has_local/1, set_flag/2, has_flag/2,
+         host_sessions/1, local_host_sessions/1]).
 -export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
--ignore_xref([{init, 0}, {home_view, 1}, {home_view_many, 1}, {all, 0}]).
+-ignore_xref([{init, 0}, {home_view, 1}, {home_view_many, 1}, {all, 0},
+              {local_host_sessions, 1}]).
 
 -define(TAB, throng_session).
 -define(REMOTE_TIMEOUT, 5000).
@@ -297,6 +299,34 @@ count() ->
 all() ->
     [{#jid{user = U, server = S, resource = R}, P}
      || #session{key = {{U, S}, R}, pid = P} <- ets:tab2list(?TAB)].
+
+%% @doc Every session of a host, on every member of the cluster, as full
+%% JIDs (administration: it walks each node's table, O(sessions)). A member
+%% that does not answer within 5 s is left out, and logged.
+-spec host_sessions(binary()) -> [#jid{}].
+host_sessions(Host) ->
+    case throng_members:clustered() of
+        false -> local_host_sessions(Host);
+        true ->
+            Members = throng_members:members(),
+            lists:append(
+              [case R of
+                   {ok, Jids} -> Jids;
+                   {Class, Why} ->
+                       logger:warning(#{what => host_sessions_unreachable, node => Node,
+                                        class => Class, reason => Why}),
+                       []
+               end || {Node, R} <- lists:zip(Members, erpc:multicall(Members, ?MODULE,
+                                                                      local_host_sessions,
+                                                                      [Host], ?REMOTE_TIMEOUT))])
+    end.
+
+%% @doc The sessions of a host on this node, as full JIDs.
+-spec local_host_sessions(binary()) -> [#jid{}].
+local_host_sessions(Host) ->
+    [#jid{user = U, server = Host, resource = R}
+     || {U, R} <- ets:select(?TAB, [{{session, {{'$1', Host}, '$2'}, '_', '_', '_', '_'}, [],
+                                     [{{'$1', '$2'}}]}])].
 
 %% @doc The session after Key in table order, wrapping around to the first
 %% (undefined: the first), with its process; none when there is no session.

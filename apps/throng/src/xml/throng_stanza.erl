@@ -4,7 +4,7 @@
 
 -include("throng.hrl").
 
--export([kind/1, type/1, id/1, error_reply/2, error_reply/3,
+-export([kind/1, type/1, id/1, error_reply/2, error_reply/3, error_reply/4,
          iq_result/1, iq_result/2, is_error/1, set_from_to/3, strip_from_to/1,
          copy/1]).
 
@@ -34,14 +34,22 @@ error_reply(El, Cond) ->
     error_reply(El, Cond, <<>>).
 
 -spec error_reply(#xmlel{}, condition(), binary()) -> #xmlel{}.
-error_reply(#xmlel{attrs = Attrs, children = Children} = El, Cond, Text) ->
+error_reply(El, Cond, Text) ->
+    error_reply(El, Cond, Text, []).
+
+%% @doc As error_reply/3, with an application-specific condition element
+%% after the text (RFC 6120 §8.3.2), e.g. XEP-0050's
+%% `<bad-sessionid xmlns="http://jabber.org/protocol/commands"/>'.
+-spec error_reply(#xmlel{}, condition(), binary(), #xmlel{} | []) -> #xmlel{}.
+error_reply(#xmlel{attrs = Attrs, children = Children} = El, Cond, Text, AppCond) ->
     From = proplists:get_value(<<"from">>, Attrs),
     To = proplists:get_value(<<"to">>, Attrs),
     Kept = [A || {K, _} = A <- Attrs,
                  K =/= <<"from">>, K =/= <<"to">>, K =/= <<"type">>],
     Swapped = [{<<"from">>, To} || To =/= undefined] ++ [{<<"to">>, From} || From =/= undefined],
+    #xmlel{children = ErrChildren} = Err = error_el(Cond, Text),
     El#xmlel{attrs = Swapped ++ [{<<"type">>, <<"error">>} | Kept],
-             children = Children ++ [error_el(Cond, Text)]}.
+             children = Children ++ [Err#xmlel{children = ErrChildren ++ lists:flatten([AppCond])}]}.
 
 %% @doc An <error/> element for a condition, with its default type.
 -spec error_el(condition(), binary()) -> #xmlel{}.

@@ -1,0 +1,283 @@
+%% @doc XEP-0133 Service Administration: the commands a server administrator
+%% (a JID of the top-level `admins' list) runs from a client, through
+%% {@link throng_mod_adhoc}. The same operations as `bin/throng' (the
+%% functions of {@link throng_auth}, {@link throng_sm},
+%% {@link throng_session}), with XEP-0133's node names and form fields:
+%%
+%% <ul>
+%% <li>add-user (`accountjid', `password', `password-verify'),
+%% delete-user (`accountjids': the account, its roster and offline
+%% messages, its sessions ended), change-user-password (`accountjid',
+%% `password'), end-user-session (`accountjids': a bare JID ends every
+%% session of the account, a full JID that one);</li>
+%% <li>get-registered-users-num, get-online-users-num, and
+%% get-online-users-list (`max_items'): an online user has at least one
+%% session, on any node of the cluster;</li>
+%% <li>announce (`announcement', and an optional `subject'): a headline
+%% from the domain to every session of the host.</li>
+%% </ul>
+%%
+%% Not offered: get-user-password (only SCRAM keys are stored, never a
+%% password); disable/re-enable user, blacklists, active and idle users,
+%% the message of the day, restart and shutdown (nothing in the server to
+%% back them yet). Each command is one stage: a form, then its submission
+%% (or the submission right away). Input that does not fit is an error
+%% (bad-request with bad-payload for a missing field, jid-malformed,
+%% not-acceptable, conflict, item-not-found) and changes nothing.
+-module(throng_adhoc_admin).
+-behaviour(throng_mod_adhoc).
+
+-include("throng.hrl").
+
+-export([adhoc_commands/1, adhoc_execute/1]).
+%% Provider callbacks, called by throng_mod_adhoc.
+-ignore_xref([{adhoc_commands, 1}, {adhoc_execute, 1}]).
+
+-define(NS_ADMIN, <<"http://jabber.org/protocol/admin">>).
+-define(PREFIX, "http://jabber.org/protocol/admin#").
+
+%% The commands: the last part of the node, and the name clients show.
+commands() ->
+    [{<<"add-user">>, <<"Add a User">>},
+     {<<"delete-user">>, <<"Delete a User">>},
+     {<<"change-user-password">>, <<"Change User Password">>},
+     {<<"end-user-session">>, <<"End User Session">>},
+     {<<"get-registered-users-num">>, <<"Get Number of Registered Users">>},
+     {<<"get-online-users-num">>, <<"Get Number of Online Users">>},
+     {<<"get-online-users-list">>, <<"Get List of Online Users">>},
+     {<<"announce">>, <<"Send Announcement to Online Users">>}].
+
+-spec adhoc_commands(binary()) -> [throng_mod_adhoc:command()].
+adhoc_commands(_Host) ->
+    [#{node => <<?PREFIX, N/binary>>, name => Name, access => admin} || {N, Name} <- commands()].
+
+-spec adhoc_execute(throng_mod_adhoc:request()) -> throng_mod_adhoc:response().
+adhoc_execute(#{node := <<?PREFIX, Cmd/binary>>, action := start, values := none} = Req) ->
+    case form(Cmd) of
+        none -> run(Cmd, #{}, Req);
+        Form -> {form, Cmd, [complete], Form}
+    end;
+adhoc_execute(#{node := <<?PREFIX, Cmd/binary>>, values := none} = Req) ->
+    run(Cmd, #{}, Req);
+adhoc_execute(#{node := <<?PREFIX, Cmd/binary>>, values := Values} = Req) ->
+    run(Cmd, Values, Req).
+
+%%% The forms
+
+form(<<"add-user">>) ->
+    form(<<"Adding a User">>, <<"Fill out this form to add a user.">>,
+         [jid_single(<<"accountjid">>, <<"The Jabber ID for the account to be added">>),
+          private(<<"password">>, <<"The password for this account">>),
+          private(<<"password-verify">>, <<"Retype password">>)]);
+form(<<"delete-user">>) ->
+    form(<<"Deleting a User">>, <<"Fill out this form to delete a user.">>,
+         [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) to delete">>)]);
+form(<<"change-user-password">>) ->
+    form(<<"Changing a User Password">>, <<"Fill out this form to change a user's password.">>,
+         [jid_single(<<"accountjid">>, <<"The Jabber ID for this account">>),
+          private(<<"password">>, <<"The password for this account">>)]);
+form(<<"end-user-session">>) ->
+    form(<<"Ending a User Session">>, <<"Fill out this form to end a user's session.">>,
+         [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) for which to end sessions">>)]);
+form(<<"get-online-users-list">>) ->
+    form(<<"Requesting List of Online Users">>,
+         <<"Fill out this form to request the online users of this service.">>,
+         [#{var => <<"max_items">>, type => <<"list-single">>,
+            label => <<"Maximum number of items to show">>,
+            options => [{V, V} || V <- max_items()] ++ [{<<"None">>, <<"none">>}]}]);
+form(<<"announce">>) ->
+    form(<<"Making an Announcement">>,
+         <<"Fill out this form to make an announcement to all online users of this service.">>,
+         [#{var => <<"subject">>, type => <<"text-single">>, label => <<"Subject">>},
+          #{var => <<"announcement">>, type => <<"text-multi">>, label => <<"Announcement">>,
+            required => true}]);
+form(_) ->
+    none.
+
+form(Title, Instructions, Fields) ->
+    throng_xdata:form(Title, Instructions, [form_type() | Fields]).
+
+form_type() ->
+    #{var => <<"FORM_TYPE">>, type => <<"hidden">>, values => [?NS_ADMIN]}.
+
+jid_single(Var, Label) ->
+    #{var => Var, type => <<"jid-single">>, label => Label, required => true}.
+
+jid_multi(Var, Label) ->
+    #{var => Var, type => <<"jid-multi">>, label => Label, required => true}.
+
+private(Var, Label) ->
+    #{var => Var, type => <<"text-private">>, label => Label, required => true}.
+
+max_items() ->
+    [<<"25">>, <<"50">>, <<"75">>, <<"100">>, <<"150">>, <<"200">>].
+
+%%% The commands
+
+run(<<"add-user">>, V, #{host := Host}) ->
+    with_account(<<"accountjid">>, V, Host, fun(U) ->
+        with_password(V, fun(Pw) ->
+            case throng_xdata:value(<<"password-verify">>, V) of
+                Verify when Verify =:= undefined; Verify =:= Pw ->
+                    case throng_auth:register(U, Host, Pw) of
+                        ok -> done(info, [<<"Added ">>, U, $@, Host]);
+                        {error, exists} -> {error, conflict, <<"the account exists">>};
+                        {error, Why} -> account_error(Why)
+                    end;
+                _ ->
+                    {error, 'not-acceptable', <<"the passwords differ">>}
+            end
+        end)
+    end);
+run(<<"change-user-password">>, V, #{host := Host}) ->
+    with_account(<<"accountjid">>, V, Host, fun(U) ->
+        with_password(V, fun(Pw) ->
+            case throng_auth:set_password(U, Host, Pw) of
+                ok -> done(info, [<<"Changed the password of ">>, U, $@, Host]);
+                {error, not_found} -> no_account(U, Host);
+                {error, Why} -> account_error(Why)
+            end
+        end)
+    end);
+run(<<"delete-user">>, V, #{host := Host}) ->
+    with_jids(V, Host, fun(Jids) ->
+        case [J || #jid{resource = R} = J <- Jids, R =/= <<>>] of
+            [Full | _] -> bare_expected(Full);
+            [] ->
+                Users = lists:usort([U || #jid{user = U} <- Jids]),
+                case [U || U <- Users, not throng_storage:account_exists(U, Host)] of
+                    [Missing | _] -> no_account(Missing, Host);
+                    [] ->
+                        _ = [throng_auth:unregister(U, Host) || U <- Users],
+                        done(info, [<<"Deleted ">>, integer_to_binary(length(Users)),
+                                    <<" account(s)">>])
+                end
+        end
+    end);
+run(<<"end-user-session">>, V, #{host := Host}) ->
+    with_jids(V, Host, fun(Jids) ->
+        Pids = lists:usort(lists:append([sessions(J) || J <- Jids])),
+        _ = [throng_session:kick(P, <<"session ended by an administrator">>) || P <- Pids],
+        done(info, [<<"Ended ">>, integer_to_binary(length(Pids)), <<" session(s)">>])
+    end);
+run(<<"get-registered-users-num">>, _V, #{host := Host}) ->
+    result([#{var => <<"registeredusersnum">>, label => <<"The number of registered users">>,
+              values => [integer_to_binary(throng_storage:count_accounts(Host))]}]);
+run(<<"get-online-users-num">>, _V, #{host := Host}) ->
+    result([#{var => <<"onlineusersnum">>, label => <<"The number of online users">>,
+              values => [integer_to_binary(length(online_users(Host)))]}]);
+run(<<"get-online-users-list">>, V, #{host := Host}) ->
+    case throng_xdata:value(<<"max_items">>, V) of
+        Max when Max =:= undefined; Max =:= <<"none">> ->
+            online_list(Host, infinity);
+        Max ->
+            case lists:member(Max, max_items()) of
+                true -> online_list(Host, binary_to_integer(Max));
+                false -> {error, 'not-acceptable', <<"max_items: not one of the options">>}
+            end
+    end;
+run(<<"announce">>, V, #{host := Host}) ->
+    case string:trim(throng_xdata:text(<<"announcement">>, V)) of
+        <<>> -> missing(<<"announcement">>);
+        _ -> announce(Host, throng_xdata:value(<<"subject">>, V),
+                      throng_xdata:text(<<"announcement">>, V))
+    end.
+
+%% Users of Host with a session, as sorted user names.
+online_users(Host) ->
+    lists:usort([U || #jid{user = U} <- throng_sm:host_sessions(Host)]).
+
+online_list(Host, Max) ->
+    Users = online_users(Host),
+    Shown = case Max of
+                infinity -> Users;
+                _ -> lists:sublist(Users, Max)
+            end,
+    result([#{var => <<"onlineuserjids">>, type => <<"jid-multi">>,
+              label => <<"The list of all online users">>,
+              values => [<<U/binary, $@, Host/binary>> || U <- Shown]}]).
+
+%% The sessions a JID names: every one of a bare JID, the one of a full JID.
+sessions(#jid{user = U, server = S, resource = <<>>}) ->
+    [Pid || {_, Pid, _, _} <- throng_sm:resources({U, S})];
+sessions(JID) ->
+    case throng_sm:lookup(JID) of
+        undefined -> [];
+        Pid -> [Pid]
+    end.
+
+%% A headline from the domain to every session of the host, in this
+%% process (the announcing admin's session): one routing step per session.
+announce(Host, Subject, Text) ->
+    Domain = #jid{server = Host},
+    Msg = #xmlel{name = <<"message">>, attrs = [{<<"type">>, <<"headline">>}],
+                 children = [#xmlel{name = <<"subject">>, children = [{xmlcdata, Subject}]}
+                             || Subject =/= undefined] ++
+                     [#xmlel{name = <<"body">>, children = [{xmlcdata, Text}]}]},
+    Sessions = throng_sm:host_sessions(Host),
+    _ = [throng_router:route(Domain, J, Msg) || J <- Sessions],
+    done(info, [<<"Sent to ">>, integer_to_binary(length(Sessions)), <<" session(s)">>]).
+
+%%% Input
+
+%% The user name of a single bare JID of this host in field Var.
+with_account(Var, V, Host, Fun) ->
+    case throng_xdata:value(Var, V) of
+        undefined -> missing(Var);
+        Bin ->
+            case jid(Bin, Host) of
+                {ok, #jid{user = U, resource = <<>>}} -> Fun(U);
+                {ok, Full} -> bare_expected(Full);
+                {error, _, _} = E -> E
+            end
+    end.
+
+%% The JIDs of this host in `accountjids', all valid, at least one.
+with_jids(V, Host, Fun) ->
+    case throng_xdata:values(<<"accountjids">>, V) of
+        [] -> missing(<<"accountjids">>);
+        Bins ->
+            Parsed = [jid(B, Host) || B <- Bins],
+            case [E || {error, _, _} = E <- Parsed] of
+                [E | _] -> E;
+                [] -> Fun([J || {ok, J} <- Parsed])
+            end
+    end.
+
+with_password(V, Fun) ->
+    case throng_xdata:value(<<"password">>, V) of
+        undefined -> missing(<<"password">>);
+        Pw -> Fun(Pw)
+    end.
+
+%% A JID with a user part, of this host.
+jid(Bin, Host) ->
+    case throng_jid:parse(Bin) of
+        {ok, #jid{user = U, server = Host} = J} when U =/= <<>> -> {ok, J};
+        {ok, #jid{user = U}} when U =/= <<>> ->
+            {error, 'not-acceptable', <<Bin/binary, ": not an account of ", Host/binary>>};
+        _ ->
+            {error, 'jid-malformed', <<Bin/binary, ": not a user's JID">>}
+    end.
+
+%%% Results
+
+done(Type, Text) ->
+    {completed, [{Type, iolist_to_binary(Text)}], []}.
+
+result(Fields) ->
+    {completed, [], [throng_xdata:result(<<>>, [form_type() | Fields])]}.
+
+missing(Var) ->
+    {error, 'bad-request', 'bad-payload', <<Var/binary, " is required">>}.
+
+bare_expected(JID) ->
+    {error, 'jid-malformed', <<(throng_jid:to_binary(JID))/binary,
+                               ": a bare JID (user@domain) is expected">>}.
+
+no_account(U, Host) ->
+    {error, 'item-not-found', <<"no account ", U/binary, $@, Host/binary>>}.
+
+account_error(invalid_user) -> {error, 'jid-malformed', <<"invalid user name">>};
+account_error(invalid_password) -> {error, 'not-acceptable', <<"invalid password">>};
+account_error(unknown_host) -> {error, 'not-acceptable', <<"this server does not serve that domain">>}.
