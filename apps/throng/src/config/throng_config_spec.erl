@@ -133,6 +133,7 @@ modules() ->
      {disco, throng_mod_disco},
      {last, throng_mod_last},
      {offline, throng_mod_offline},
+     {pep, throng_mod_pep},
      {ping, throng_mod_ping},
      {register, throng_mod_register},
      {roster_versioning, throng_mod_roster_versioning},

@@ -1,0 +1,511 @@
+%% @doc XEP-0163 Personal Eventing Protocol: every account is a small
+%% publish-subscribe service at its bare JID (the subset of XEP-0060 that
+%% PEP needs), so that avatars (XEP-0084), bookmarks (XEP-0402), OMEMO
+%% device lists and bundles (XEP-0384), nicknames, moods and the like work.
+%%
+%% <ul>
+%% <li>The owner publishes (nodes are created on first publish, with
+%% publish-options as the configuration, or as preconditions on an existing
+%% node: `conflict' + `precondition-not-met'), retracts, configures
+%% (`pubsub#owner' configure get/set) and deletes nodes.</li>
+%% <li>Items are read by the owner and by whom the node's access model
+%% allows: `presence' (contacts with a subscription from/both, the default),
+%% `open' (anyone), `whitelist' (the owner only).</li>
+%% <li>Notifications go to the available resources of the owner and of the
+%% contacts allowed to see the node whose capabilities (XEP-0115,
+%% {@link throng_caps}) include `NODE+notify' ("auto-subscription").</li>
+%% <li>At a resource's first available presence it gets the last item of
+%% every node it is interested in, of its own account and of each contact
+%% whose presence it receives. If its capabilities are not known yet the
+%% server asks the resource once (disco#info) and delivers when the answer
+%% (checked against its hash) arrives.</li>
+%% </ul>
+%% Nodes are kept in the per-module store (bucket `pep', key `{User,
+%% Server, Node}'; the list of a user's nodes under `pep_nodes'); nothing is
+%% kept per session. Every notification goes through the router, so a
+%% blocked contact (XEP-0191) gets none.
+-module(throng_mod_pep).
+-behaviour(throng_ext).
+
+-include("throng.hrl").
+
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1]).
+-export([pubsub/2, owner/2, initial_presence/2, stanza_from_session/2, user_removed/2]).
+%% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
+-ignore_xref([{pubsub, 2}, {owner, 2}, {initial_presence, 2}, {stanza_from_session, 2},
+              {user_removed, 2}]).
+
+-define(NS_PUBSUB, <<"http://jabber.org/protocol/pubsub">>).
+-define(NS_OWNER, <<"http://jabber.org/protocol/pubsub#owner">>).
+-define(NS_EVENT, <<"http://jabber.org/protocol/pubsub#event">>).
+-define(NS_ERRORS, <<"http://jabber.org/protocol/pubsub#errors">>).
+-define(BUCKET, pep).
+-define(NODES, pep_nodes).
+
+-spec options() -> throng_config_spec:spec().
+options() ->
+    #{max_items => #{type => {int, 1, 100000}, default => 1000,
+                     doc => "Items a node may keep at most (what `pubsub#max_items` `max` "
+                            "means). A node keeps 1 unless configured otherwise."},
+      max_nodes => #{type => {int, 1, 100000}, default => 256,
+                     doc => "Nodes per account. A publish that would create one more is "
+                            "refused with not-allowed."},
+      max_item_bytes => #{type => {int, 64, 16777216}, default => 262144,
+                          doc => "Bytes of one item's payload at most (an avatar's data is "
+                                 "the largest usual item). Beyond: not-acceptable + "
+                                 "payload-too-big."}}.
+
+-spec iq_handlers() -> [{throng_ext:iq_scope(), binary(), atom()}].
+iq_handlers() ->
+    [{account, ?NS_PUBSUB, pubsub},
+     {account, ?NS_OWNER, owner}].
+
+-spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
+hooks() ->
+    %% The caps answer is consumed before anything else sees it.
+    [{stanza_from_session, 5, stanza_from_session},
+     {initial_presence, 60, initial_presence},
+     {user_removed, 50, user_removed}].
+
+-spec disco_features(binary()) -> [binary()].
+disco_features(_Host) ->
+    features().
+
+-spec disco_identities(binary()) -> [throng_ext:identity()].
+disco_identities(_Host) ->
+    [{<<"pubsub">>, <<"pep">>, <<>>}].
+
+features() ->
+    [?NS_PUBSUB | [<<?NS_PUBSUB/binary, "#", F/binary>>
+                   || F <- [<<"publish">>, <<"publish-options">>, <<"retract-items">>,
+                            <<"retrieve-items">>, <<"delete-nodes">>, <<"auto-create">>,
+                            <<"auto-subscribe">>, <<"persistent-items">>, <<"last-published">>,
+                            <<"filtered-notifications">>, <<"config-node">>,
+                            <<"access-presence">>, <<"access-open">>, <<"access-whitelist">>,
+                            <<"item-ids">>, <<"multi-items">>]]].
+
+%%% The owner's and the askers' requests
+
+%% @doc IQ handler, `http://jabber.org/protocol/pubsub' on a bare JID.
+-spec pubsub(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+pubsub(IQ, #{payload := Payload} = Ctx) ->
+    answer(IQ, fun() -> request(throng_stanza:type(IQ), action(Payload), Payload, Ctx) end).
+
+%% @doc IQ handler, `http://jabber.org/protocol/pubsub#owner': the owner
+%% configures and deletes its nodes.
+-spec owner(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
+owner(IQ, #{payload := Payload} = Ctx) ->
+    case is_owner(Ctx) of
+        false -> throng_stanza:error_reply(IQ, forbidden);
+        true -> answer(IQ, fun() -> owner_request(throng_stanza:type(IQ), action(Payload), Ctx) end)
+    end.
+
+%% The reply to a request: its result, or its error with the pubsub
+%% condition; a store that fails is internal-server-error.
+answer(IQ, Request) ->
+    try Request() of
+        {result, Children} -> throng_stanza:iq_result(IQ, Children);
+        {error, Cond} -> throng_stanza:error_reply(IQ, Cond);
+        {error, Cond, App} -> throng_stanza:error_reply(IQ, Cond, <<>>, pubsub_error(App))
+    catch
+        error:{storage_failed, Why} ->
+            logger:error(#{what => pep_storage_failed, reason => Why}),
+            throng_stanza:error_reply(IQ, 'internal-server-error')
+    end.
+
+action(#xmlel{children = Children}) ->
+    case [C || #xmlel{name = N} = C <- Children, N =/= <<"publish-options">>] of
+        [#xmlel{} = A | _] -> A;
+        [] -> none
+    end.
+
+pubsub_error(App) ->
+    #xmlel{name = App, attrs = [{<<"xmlns">>, ?NS_ERRORS}]}.
+
+is_owner(#{from := #jid{user = U, server = S}, to := #jid{user = U, server = S}}) -> true;
+is_owner(_) -> false.
+
+request(<<"set">>, #xmlel{name = <<"publish">>} = P, Payload, Ctx) ->
+    case is_owner(Ctx) of
+        true -> publish(P, throng_xml:subel(Payload, <<"publish-options">>), Ctx);
+        false -> {error, forbidden}
+    end;
+request(<<"set">>, #xmlel{name = <<"retract">>} = R, _Payload, Ctx) ->
+    case is_owner(Ctx) of
+        true -> retract(R, Ctx);
+        false -> {error, forbidden}
+    end;
+request(<<"get">>, #xmlel{name = <<"items">>} = I, _Payload, Ctx) ->
+    items(I, Ctx);
+request(_Type, #xmlel{name = Name}, _Payload, _Ctx)
+  when Name =:= <<"subscribe">>; Name =:= <<"unsubscribe">>; Name =:= <<"subscriptions">>;
+       Name =:= <<"affiliations">>; Name =:= <<"options">>; Name =:= <<"create">> ->
+    %% PEP subscriptions are implicit (presence and capabilities); nodes are
+    %% created by publishing.
+    {error, 'feature-not-implemented', <<"unsupported">>};
+request(_Type, _Action, _Payload, _Ctx) ->
+    {error, 'bad-request'}.
+
+node_name(El) ->
+    case throng_xml:attr(<<"node">>, El) of
+        undefined -> {error, 'bad-request', <<"nodeid-required">>};
+        <<>> -> {error, 'bad-request', <<"nodeid-required">>};
+        N -> {ok, N}
+    end.
+
+publish(P, Options, #{to := #jid{user = U, server = S} = Owner, host := Host}) ->
+    Max = opt(Host, max_items),
+    maybe([fun() -> node_name(P) end,
+           fun(Node) ->
+                   case [I || #xmlel{name = <<"item">>} = I <- P#xmlel.children] of
+                       [Item] -> {ok, {Node, Item}};
+                       [] -> {error, 'bad-request', <<"item-required">>};
+                       _ -> {error, 'bad-request', <<"invalid-payload">>}
+                   end
+           end,
+           fun({Node, Item}) ->
+                   case [C || #xmlel{} = C <- Item#xmlel.children] of
+                       [Data] ->
+                           case byte_size(throng_xml:to_binary(Data)) > opt(Host, max_item_bytes) of
+                               true -> {error, 'not-acceptable', <<"payload-too-big">>};
+                               false -> {ok, {Node, Item, Data}}
+                           end;
+                       [] -> {error, 'bad-request', <<"payload-required">>};
+                       _ -> {error, 'bad-request', <<"invalid-payload">>}
+                   end
+           end,
+           fun({Node, Item, Data}) ->
+                   case options(Options) of
+                       {ok, Values} -> {ok, {Node, Item, Data, Values}};
+                       error -> {error, 'bad-request', <<"invalid-options">>}
+                   end
+           end,
+           fun({Node, Item, Data, Values}) ->
+                   case get_node(U, S, Node) of
+                       not_found ->
+                           case length(node_names(U, S)) >= opt(Host, max_nodes) of
+                               true -> {error, 'not-allowed', <<"max-nodes-exceeded">>};
+                               false ->
+                                   case throng_pep_node:config_from_form(Values, {default_config(), Max}) of
+                                       {ok, C} -> {ok, {new, Node, Item, Data, throng_pep_node:new(C)}};
+                                       {error, _} -> {error, conflict, <<"precondition-not-met">>}
+                                   end
+                           end;
+                       Existing ->
+                           case throng_pep_node:preconditions(Values, {throng_pep_node:config(Existing), Max}) of
+                               ok -> {ok, {old, Node, Item, Data, Existing}};
+                               {error, _} -> {error, conflict, <<"precondition-not-met">>}
+                           end
+                   end
+           end,
+           fun({Age, Node, Item, Data, N0}) ->
+                   Id = case throng_xml:attr(<<"id">>, Item) of
+                            undefined -> new_id();
+                            <<>> -> new_id();
+                            I -> I
+                        end,
+                   Publisher = throng_jid:to_binary(Owner),
+                   N1 = throng_pep_node:publish({Id, throng_stanza:copy(Data), Publisher,
+                                                 erlang:system_time(microsecond)}, N0),
+                   Age =:= new andalso add_node_name(U, S, Node),
+                   ok = throng_storage:kv_put(?BUCKET, {U, S, Node}, N1),
+                   notify(Owner, Node, throng_pep_node:config(N1),
+                          items_event(Node, [item_el(Id, Data, Publisher)])),
+                   {ok, [#xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, ?NS_PUBSUB}],
+                                children = [#xmlel{name = <<"publish">>, attrs = [{<<"node">>, Node}],
+                                                   children = [#xmlel{name = <<"item">>,
+                                                                      attrs = [{<<"id">>, Id}]}]}]}]}
+           end], start).
+
+%% Runs the steps in turn, each getting what the last one returned: the
+%% first error ends it; the last step's value is the result.
+maybe([], Acc) -> {result, Acc};
+maybe([F | Rest], start) -> step(F(), Rest);
+maybe([F | Rest], Acc) -> step(F(Acc), Rest).
+
+step({ok, V}, Rest) -> maybe(Rest, V);
+step({error, _} = E, _) -> E;
+step({error, _, _} = E, _) -> E.
+
+options(undefined) ->
+    {ok, #{}};
+options(Options) ->
+    case throng_xdata:parse(Options) of
+        {ok, Values} -> {ok, Values};
+        none -> {ok, #{}};
+        {error, _} -> error
+    end.
+
+retract(R, #{to := #jid{user = U, server = S} = Owner}) ->
+    maybe([fun() -> node_name(R) end,
+           fun(Node) ->
+                   case [throng_xml:attr(<<"id">>, I) || #xmlel{name = <<"item">>} = I <- R#xmlel.children] of
+                       [Id] when is_binary(Id) -> {ok, {Node, Id}};
+                       _ -> {error, 'bad-request', <<"item-required">>}
+                   end
+           end,
+           fun({Node, Id}) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       N0 ->
+                           case throng_pep_node:retract(Id, N0) of
+                               not_found -> {error, 'item-not-found'};
+                               {ok, N1} ->
+                                   ok = throng_storage:kv_put(?BUCKET, {U, S, Node}, N1),
+                                   Config = throng_pep_node:config(N1),
+                                   Notify = maps:get(notify_retract, Config) orelse
+                                       lists:member(throng_xml:attr(<<"notify">>, R), [<<"1">>, <<"true">>]),
+                                   Notify andalso
+                                       notify(Owner, Node, Config,
+                                              items_event(Node, [#xmlel{name = <<"retract">>,
+                                                                        attrs = [{<<"id">>, Id}]}])),
+                                   {ok, []}
+                           end
+                   end
+           end], start).
+
+items(I, #{to := #jid{user = U, server = S}} = Ctx) ->
+    maybe([fun() -> node_name(I) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       N ->
+                           case throng_pep_node:may_access(asker(Ctx), throng_pep_node:config(N)) of
+                               false ->
+                                   {error, 'not-authorized', <<"presence-subscription-required">>};
+                               true -> {ok, {Node, N}}
+                           end
+                   end
+           end,
+           fun({Node, N}) ->
+                   Wanted = [Id || #xmlel{name = <<"item">>} = E <- I#xmlel.children,
+                                   Id <- [throng_xml:attr(<<"id">>, E)], is_binary(Id)],
+                   Items = case {Wanted, throng_xml:attr(<<"max_items">>, I)} of
+                               {[_ | _], _} ->
+                                   [It || {Id, _, _, _} = It <- throng_pep_node:items(N),
+                                          lists:member(Id, Wanted)];
+                               {[], undefined} -> throng_pep_node:items(N);
+                               {[], M} ->
+                                   case string:to_integer(M) of
+                                       {K, <<>>} when K > 0 -> throng_pep_node:items(N, K);
+                                       _ -> throng_pep_node:items(N)
+                                   end
+                           end,
+                   {ok, [#xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, ?NS_PUBSUB}],
+                                children = [#xmlel{name = <<"items">>, attrs = [{<<"node">>, Node}],
+                                                   children = [item_el(Id, D, P)
+                                                               || {Id, D, P, _} <- Items]}]}]}
+           end], start).
+
+%% Who asks for an account's node.
+asker(#{from := #jid{user = U, server = S}, to := #jid{user = U, server = S}}) ->
+    owner;
+asker(#{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S}}) ->
+    case throng_storage:roster_get_item(U, S, {FU, FS}) of
+        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both -> subscriber;
+        _ -> other
+    end.
+
+owner_request(<<"get">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user = U, server = S}}) ->
+    maybe([fun() -> node_name(C) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       N -> {ok, [#xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, ?NS_OWNER}],
+                                         children = [#xmlel{name = <<"configure">>,
+                                                            attrs = [{<<"node">>, Node}],
+                                                            children = [throng_pep_node:config_form(
+                                                                          throng_pep_node:config(N))]}]}]}
+                   end
+           end], start);
+owner_request(<<"set">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user = U, server = S}, host := Host}) ->
+    maybe([fun() -> node_name(C) end,
+           fun(Node) ->
+                   case {get_node(U, S, Node), options(C)} of
+                       {not_found, _} -> {error, 'item-not-found'};
+                       {_, error} -> {error, 'bad-request'};
+                       {N, {ok, Values}} ->
+                           case throng_pep_node:config_from_form(
+                                  Values, {throng_pep_node:config(N), opt(Host, max_items)}) of
+                               {ok, Config} ->
+                                   %% A lower max_items drops the oldest items now.
+                                   #{items := Items} = N,
+                                   N1 = N#{config := Config,
+                                           items := lists:sublist(Items, maps:get(max_items, Config))},
+                                   ok = throng_storage:kv_put(?BUCKET, {U, S, Node}, N1),
+                                   {ok, []};
+                               {error, _} -> {error, 'not-acceptable'}
+                           end
+                   end
+           end], start);
+owner_request(<<"set">>, #xmlel{name = <<"delete">>} = D, #{to := #jid{user = U, server = S} = Owner}) ->
+    maybe([fun() -> node_name(D) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       N ->
+                           ok = throng_storage:kv_delete(?BUCKET, {U, S, Node}),
+                           remove_node_name(U, S, Node),
+                           notify(Owner, Node, throng_pep_node:config(N),
+                                  event([#xmlel{name = <<"delete">>, attrs = [{<<"node">>, Node}]}])),
+                           {ok, []}
+                   end
+           end], start);
+owner_request(<<"get">>, #xmlel{name = <<"default">>}, _Ctx) ->
+    {result, [#xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, ?NS_OWNER}],
+                     children = [#xmlel{name = <<"default">>,
+                                        children = [throng_pep_node:config_form(default_config())]}]}]};
+owner_request(_Type, _Action, _Ctx) ->
+    {error, 'bad-request'}.
+
+%%% Notifications
+
+%% Sends an event about Owner's node to every available resource that is
+%% allowed to see it and interested in it (NODE+notify in its caps): the
+%% owner's own, and those of contacts with a subscription from/both.
+notify(#jid{user = U, server = S} = Owner, Node, Config, Event) ->
+    {_Ver, Roster} = throng_storage:roster_get(U, S),
+    Contacts = [{asker_of(Sub), C} || #roster_item{jid = {_, CS} = C, subscription = Sub} <- Roster,
+                                      throng_router:is_local(CS)],
+    Allowed = [{U, S} | [C || {Who, C} <- Contacts, throng_pep_node:may_access(Who, Config)]],
+    Online = throng_sm:available_many(lists:usort(Allowed)),
+    Notify = <<Node/binary, "+notify">>,
+    [throng_router:route(Owner, #jid{user = CU, server = CS, resource = R}, Event)
+     || {CU, CS} <- lists:usort(Allowed), {R, _Pid, _Prio, Pres} <- maps:get({CU, CS}, Online, []),
+        wants(Pres, Notify)],
+    ok.
+
+asker_of(Sub) when Sub =:= from; Sub =:= both -> subscriber;
+asker_of(_) -> other.
+
+wants(Pres, Notify) ->
+    case throng_caps:features(Pres) of
+        {ok, Features} -> lists:member(Notify, Features);
+        _ -> false
+    end.
+
+items_event(Node, Children) ->
+    event([#xmlel{name = <<"items">>, attrs = [{<<"node">>, Node}], children = Children}]).
+
+event(Children) ->
+    #xmlel{name = <<"message">>, attrs = [{<<"type">>, <<"headline">>}],
+           children = [#xmlel{name = <<"event">>, attrs = [{<<"xmlns">>, ?NS_EVENT}],
+                              children = Children}]}.
+
+item_el(Id, Data, Publisher) ->
+    #xmlel{name = <<"item">>, attrs = [{<<"id">>, Id}, {<<"publisher">>, Publisher}],
+           children = [Data]}.
+
+%%% Last items for a new resource
+
+%% @doc Hook: a resource sent its first available presence; it gets the
+%% last item of every node it wants, of its own account and of the
+%% contacts it receives presence from — now, or once its capabilities are
+%% learnt.
+-spec initial_presence([throng_session:item()], #{jid := #jid{}}) -> ok.
+initial_presence(_Items, #{jid := #jid{user = U, server = S, resource = R} = JID}) ->
+    Pres = case lists:keyfind(R, 1, throng_sm:resources({U, S})) of
+               {R, _Pid, _Prio, P} -> P;
+               false -> undefined
+           end,
+    case throng_caps:from_presence(Pres) of
+        none -> ok;
+        Caps ->
+            case throng_caps:lookup(Caps) of
+                {ok, Features} -> send_last(JID, Features);
+                unknown -> throng_router:route(throng_jid:bare(JID), JID, throng_caps:query(JID, Caps))
+            end
+    end,
+    ok.
+
+%% @doc Hook: the answer to our capabilities query is consumed here; when
+%% it proves right, the resource gets the last items it missed.
+-spec stanza_from_session(#xmlel{}, #{from := #jid{}}) -> ok | stop.
+stanza_from_session(El, #{from := JID}) ->
+    case throng_caps:answer(El) of
+        no -> ok;
+        bad -> stop;
+        {learnt, Features} ->
+            try send_last(JID, Features)
+            catch error:{storage_failed, Why} ->
+                    logger:error(#{what => pep_last_items_failed, reason => Why})
+            end,
+            stop
+    end.
+
+send_last(#jid{user = U, server = S} = JID, Features) ->
+    Wanted = [binary:part(F, 0, byte_size(F) - 7) || F <- Features, byte_size(F) > 7,
+                                                     binary:part(F, byte_size(F), -7) =:= <<"+notify">>],
+    case Wanted of
+        [] -> ok;
+        _ ->
+            {_Ver, Roster} = throng_storage:roster_get(U, S),
+            Owners = [{owner, {U, S}} |
+                      [{asker_of_owner(U, S, C), C}
+                       || #roster_item{jid = {_, CS} = C, subscription = Sub} <- Roster,
+                          Sub =:= to orelse Sub =:= both, throng_router:is_local(CS)]],
+            [last_of(Who, OU, OS, Node, JID)
+             || {Who, {OU, OS}} <- Owners, Node <- node_names(OU, OS), lists:member(Node, Wanted)],
+            ok
+    end.
+
+%% The contact's side: does it give this user a subscription to its
+%% presence (the user's `to' is normally the contact's `from').
+asker_of_owner(U, S, {CU, CS}) ->
+    case throng_storage:roster_get_item(CU, CS, {U, S}) of
+        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both -> subscriber;
+        _ -> other
+    end.
+
+last_of(Who, OU, OS, Node, JID) ->
+    case get_node(OU, OS, Node) of
+        not_found -> ok;
+        N ->
+            Config = throng_pep_node:config(N),
+            case maps:get(send_last_published_item, Config) andalso
+                throng_pep_node:may_access(Who, Config) andalso throng_pep_node:last(N) of
+                {Id, Data, Publisher, _} ->
+                    throng_router:route(#jid{user = OU, server = OS}, JID,
+                                        items_event(Node, [item_el(Id, Data, Publisher)]));
+                _ -> ok
+            end
+    end.
+
+%%% Storage
+
+get_node(U, S, Node) ->
+    case throng_storage:kv_get(?BUCKET, {U, S, Node}) of
+        {ok, N} -> N;
+        not_found -> not_found
+    end.
+
+node_names(U, S) ->
+    case throng_storage:kv_get(?NODES, {U, S}) of
+        {ok, Names} -> Names;
+        not_found -> []
+    end.
+
+add_node_name(U, S, Node) ->
+    ok = throng_storage:kv_put(?NODES, {U, S}, lists:usort([Node | node_names(U, S)])).
+
+remove_node_name(U, S, Node) ->
+    case lists:delete(Node, node_names(U, S)) of
+        [] -> ok = throng_storage:kv_delete(?NODES, {U, S});
+        Names -> ok = throng_storage:kv_put(?NODES, {U, S}, Names)
+    end.
+
+%% @doc Hook: the account is gone, and its nodes with it.
+-spec user_removed(ok, #{user := binary(), server := binary()}) -> ok.
+user_removed(ok, #{user := U, server := S}) ->
+    [ok = throng_storage:kv_delete(?BUCKET, {U, S, Node}) || Node <- node_names(U, S)],
+    ok = throng_storage:kv_delete(?NODES, {U, S}).
+
+default_config() ->
+    #{access_model => presence, max_items => 1, send_last_published_item => true,
+      notify_retract => true}.
+
+opt(Host, Key) ->
+    throng_ext:opt(Host, ?MODULE, Key).
+
+new_id() ->
+    binary:encode_hex(crypto:strong_rand_bytes(8)).

@@ -1,0 +1,365 @@
+%% @doc XEP-0163 Personal Eventing Protocol (throng_mod_pep, with XEP-0115
+%% capabilities, throng_caps) against the real server: publishing (auto
+%% create, publish-options, item ids, max_items), notifications to the
+%% resources whose capabilities ask for them, last items at login (after the
+%% server has learnt and checked a client's capabilities), access models,
+%% retract, delete, configure, limits, durability and account removal.
+-module(xep0163_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+-include("throng.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(C, throng_test_client).
+-define(NS_PUBSUB, <<"http://jabber.org/protocol/pubsub">>).
+-define(NS_OWNER, <<"http://jabber.org/protocol/pubsub#owner">>).
+-define(NS_EVENT, <<"http://jabber.org/protocol/pubsub#event">>).
+-define(NS_ERRORS, <<"http://jabber.org/protocol/pubsub#errors">>).
+-define(NS_CAPS, <<"http://jabber.org/protocol/caps">>).
+-define(NODE, <<"urn:xmpp:tune">>).
+
+all() ->
+    [advertised_in_disco, publish_and_read_back, item_id_generated, max_items_one_by_default,
+     notification_to_interested_contact, no_notification_without_interest,
+     last_item_at_login_after_caps_learnt, caps_cached_no_second_query,
+     wrong_caps_answer_not_trusted, access_presence, access_open, access_whitelist,
+     publish_options_create_and_preconditions, retract_notifies, delete_node,
+     configure_node, others_cannot_publish, payload_too_big, survives_restart,
+     removed_account_forgotten].
+
+init_per_testcase(payload_too_big, Config) ->
+    start(Config, #{modules => #{pep => #{max_item_bytes => 100}}});
+init_per_testcase(_TC, Config) ->
+    start(Config, #{}).
+
+start(Config, Overrides) ->
+    throng_ct:start(Config, Overrides),
+    [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>, <<"carol">>]],
+    throng_ct:mutual(<<"alice">>, <<"bob">>),
+    Config.
+
+end_per_testcase(_TC, _Config) ->
+    throng_ct:stop().
+
+%%% Helpers
+
+login(User, Res) -> ?C:login(User, <<"password">>, Res).
+
+iq(C, Type, Payload) -> ?C:iq_skipping(C, Type, Payload, []).
+iq(C, Type, Payload, To) -> ?C:iq_skipping(C, Type, Payload, [{<<"to">>, To}]).
+
+type(El) -> throng_xml:attr(<<"type">>, El).
+
+condition(El) ->
+    #xmlel{children = [#xmlel{name = Cond} | _]} = throng_xml:subel(El, <<"error">>),
+    Cond.
+
+app_condition(El) ->
+    [App | _] = [N || #xmlel{name = N} = X <- throng_xml:subels(throng_xml:subel(El, <<"error">>)),
+                      throng_xml:ns(X) =:= ?NS_ERRORS],
+    App.
+
+el(Name, Attrs, Children) -> #xmlel{name = Name, attrs = Attrs, children = Children}.
+
+tune(Artist) ->
+    el(<<"tune">>, [{<<"xmlns">>, <<"http://jabber.org/protocol/tune">>}],
+       [el(<<"artist">>, [], [{xmlcdata, Artist}])]).
+
+pubsub(Children) -> el(<<"pubsub">>, [{<<"xmlns">>, ?NS_PUBSUB}], Children).
+owner(Children) -> el(<<"pubsub">>, [{<<"xmlns">>, ?NS_OWNER}], Children).
+
+publish_el(Node, Id, Payload) ->
+    el(<<"publish">>, [{<<"node">>, Node}],
+       [el(<<"item">>, [{<<"id">>, Id} || Id =/= undefined], [Payload])]).
+
+form(Type, Fields) ->
+    el(<<"x">>, [{<<"xmlns">>, <<"jabber:x:data">>}, {<<"type">>, <<"submit">>}],
+       [el(<<"field">>, [{<<"var">>, <<"FORM_TYPE">>}, {<<"type">>, <<"hidden">>}],
+           [el(<<"value">>, [], [{xmlcdata, Type}])])
+        | [el(<<"field">>, [{<<"var">>, V}], [el(<<"value">>, [], [{xmlcdata, X}])]) || {V, X} <- Fields]]).
+
+publish(C, Node, Id, Payload) ->
+    iq(C, <<"set">>, pubsub([publish_el(Node, Id, Payload)])).
+
+publish(C, Node, Id, Payload, Options) ->
+    iq(C, <<"set">>, pubsub([publish_el(Node, Id, Payload),
+                             el(<<"publish-options">>, [],
+                                [form(<<"http://jabber.org/protocol/pubsub#publish-options">>, Options)])])).
+
+items(C, Owner, Node) ->
+    iq(C, <<"get">>, pubsub([el(<<"items">>, [{<<"node">>, Node}], [])]), Owner).
+
+item_ids(R) ->
+    Items = throng_xml:subel(throng_xml:subel(R, <<"pubsub">>, ?NS_PUBSUB), <<"items">>),
+    [throng_xml:attr(<<"id">>, I) || I <- throng_xml:subels(Items)].
+
+%% A client's disco#info, and the <c/> that names it (XEP-0115 §5).
+disco(Features) ->
+    el(<<"query">>, [{<<"xmlns">>, ?NS_DISCO_INFO}],
+       [el(<<"identity">>, [{<<"category">>, <<"client">>}, {<<"type">>, <<"pc">>},
+                            {<<"name">>, <<"test">>}], []) |
+        [el(<<"feature">>, [{<<"var">>, F}], []) || F <- lists:usort([?NS_DISCO_INFO | Features])]]).
+
+ver(Features) -> base64:encode(crypto:hash(sha, throng_caps:ver(disco(Features)))).
+
+caps(Features) ->
+    el(<<"c">>, [{<<"xmlns">>, ?NS_CAPS}, {<<"hash">>, <<"sha-1">>},
+                 {<<"node">>, <<"https://throng.test/client">>}, {<<"ver">>, ver(Features)}], []).
+
+%% Logs in and becomes available advertising Features (Answer: how it
+%% answers the server's disco#info: right, wrong). Returns the client and
+%% what it got within a moment (presence, events), the query answered.
+online(User, Res, Features) -> online(User, Res, Features, right).
+
+online(User, Res, Features, Answer) ->
+    C = login(User, Res),
+    ?C:send(C, el(<<"presence">>, [], [caps(Features)])),
+    {C, settle(C, Features, Answer, [])}.
+
+settle(C, Features, Answer, Acc) ->
+    case ?C:recv(C, 400) of
+        #xmlel{name = <<"iq">>} = Q ->
+            case {type(Q), throng_xml:subel(Q, <<"query">>, ?NS_DISCO_INFO)} of
+                {<<"get">>, #xmlel{} = Query} ->
+                    Given = case Answer of
+                                right -> Features;
+                                wrong -> [<<"urn:xmpp:evil+notify">> | Features]
+                            end,
+                    Reply = (disco(Given))#xmlel{attrs = [{<<"xmlns">>, ?NS_DISCO_INFO},
+                                                          {<<"node">>, throng_xml:attr(<<"node">>, Query)}]},
+                    ?C:send(C, el(<<"iq">>, [{<<"type">>, <<"result">>}, {<<"id">>, throng_xml:attr(<<"id">>, Q)},
+                                             {<<"to">>, throng_xml:attr(<<"from">>, Q)}], [Reply])),
+                    settle(C, Features, Answer, [{query, Q} | Acc]);
+                _ -> settle(C, Features, Answer, [Q | Acc])
+            end;
+        #xmlel{} = El -> settle(C, Features, Answer, [El | Acc]);
+        _ -> lists:reverse(Acc)
+    end.
+
+%% The pubsub events among stanzas: {Node, [ItemIds], [RetractIds]} or {delete, Node}.
+events(Els) ->
+    [event(E) || #xmlel{name = <<"message">>} = M <- Els,
+                 E <- [throng_xml:subel(M, <<"event">>, ?NS_EVENT)], E =/= undefined].
+
+event(E) ->
+    case throng_xml:subels(E) of
+        [#xmlel{name = <<"items">>} = I] ->
+            {throng_xml:attr(<<"node">>, I),
+             [throng_xml:attr(<<"id">>, X) || #xmlel{name = <<"item">>} = X <- throng_xml:subels(I)],
+             [throng_xml:attr(<<"id">>, X) || #xmlel{name = <<"retract">>} = X <- throng_xml:subels(I)]};
+        [#xmlel{name = <<"delete">>} = D] ->
+            {delete, throng_xml:attr(<<"node">>, D)}
+    end.
+
+collect(C) ->
+    case ?C:recv(C, 400) of
+        #xmlel{} = El -> [El | collect(C)];
+        _ -> []
+    end.
+
+notify(Node) -> <<Node/binary, "+notify">>.
+
+%%% Cases
+
+%% The domain's disco#info has the pubsub/pep identity and the PEP features.
+advertised_in_disco(_) ->
+    C = login(<<"alice">>, <<"r">>),
+    R = iq(C, <<"get">>, el(<<"query">>, [{<<"xmlns">>, ?NS_DISCO_INFO}], []), <<"localhost">>),
+    Q = throng_xml:subel(R, <<"query">>),
+    ?assert(lists:member({<<"pubsub">>, <<"pep">>},
+                         [{throng_xml:attr(<<"category">>, I), throng_xml:attr(<<"type">>, I)}
+                          || #xmlel{name = <<"identity">>} = I <- throng_xml:subels(Q)])),
+    Features = [throng_xml:attr(<<"var">>, F) || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(Q)],
+    [?assert(lists:member(<<?NS_PUBSUB/binary, "#", F/binary>>, Features))
+     || F <- [<<"publish">>, <<"publish-options">>, <<"auto-create">>, <<"last-published">>]].
+
+%% The owner publishes (the node is created) and reads its item back (XEP-0163 §4, §5).
+publish_and_read_back(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    R = publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?assertEqual(<<"result">>, type(R)),
+    ?assertEqual([<<"t1">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% An item published without an id gets one, returned in the result.
+item_id_generated(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    R = publish(A, ?NODE, undefined, tune(<<"Yes">>)),
+    Item = throng_xml:subel(throng_xml:subel(throng_xml:subel(R, <<"pubsub">>), <<"publish">>), <<"item">>),
+    Id = throng_xml:attr(<<"id">>, Item),
+    ?assert(is_binary(Id) andalso Id =/= <<>>),
+    ?assertEqual([Id], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% A PEP node keeps one item unless configured otherwise.
+max_items_one_by_default(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    publish(A, ?NODE, <<"t2">>, tune(<<"Genesis">>)),
+    ?assertEqual([<<"t2">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% A contact whose capabilities include NODE+notify gets the event; its
+%% resource without capabilities does not (XEP-0163 §4.3, "filtered notifications").
+notification_to_interested_contact(_) ->
+    {B, _} = online(<<"bob">>, <<"caps">>, [notify(?NODE)]),
+    B2 = login(<<"bob">>, <<"plain">>),
+    ?C:send(B2, ?C:presence([])),
+    timer:sleep(200),
+    ?C:flush(B2),
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(collect(B))),
+    ?assertEqual([], events(collect(B2))).
+
+%% Capabilities without NODE+notify: no event.
+no_notification_without_interest(_) ->
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(<<"urn:xmpp:other">>)]),
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?assertEqual([], events(collect(B))).
+
+%% A resource that logs in after the publication gets the last item, once
+%% the server has asked for its (unknown) capabilities and checked the answer.
+last_item_at_login_after_caps_learnt(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    {_B, Got} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
+    ?assertMatch([_], [Q || {query, Q} <- Got]),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(Got)).
+
+%% The second resource with the same capabilities is not asked again: the
+%% last item comes at once.
+caps_cached_no_second_query(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    {_B1, Got1} = online(<<"bob">>, <<"one">>, [notify(?NODE)]),
+    ?assertMatch([_], [Q || {query, Q} <- Got1]),
+    {_B2, Got2} = online(<<"bob">>, <<"two">>, [notify(?NODE)]),
+    ?assertEqual([], [Q || {query, Q} <- Got2]),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(Got2)).
+
+%% An answer that does not hash to the advertised ver is not believed:
+%% nothing is delivered and the next login is asked again.
+wrong_caps_answer_not_trusted(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    {_B1, Got1} = online(<<"bob">>, <<"one">>, [notify(?NODE)], wrong),
+    ?assertEqual([], events(Got1)),
+    {_B2, Got2} = online(<<"bob">>, <<"two">>, [notify(?NODE)]),
+    ?assertMatch([_], [Q || {query, Q} <- Got2]),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(Got2)).
+
+%% The default access model is presence: a contact with a subscription
+%% reads the items, a stranger gets not-authorized +
+%% presence-subscription-required.
+access_presence(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    B = login(<<"bob">>, <<"r">>),
+    ?assertEqual([<<"t1">>], item_ids(items(B, <<"alice@localhost">>, ?NODE))),
+    Cc = login(<<"carol">>, <<"r">>),
+    R = items(Cc, <<"alice@localhost">>, ?NODE),
+    ?assertEqual(<<"not-authorized">>, condition(R)),
+    ?assertEqual(<<"presence-subscription-required">>, app_condition(R)).
+
+%% An open node (OMEMO bundles) is readable by anyone.
+access_open(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>), [{<<"pubsub#access_model">>, <<"open">>}]),
+    Cc = login(<<"carol">>, <<"r">>),
+    ?assertEqual([<<"t1">>], item_ids(items(Cc, <<"alice@localhost">>, ?NODE))).
+
+%% A whitelist node (bookmarks) is the owner's alone: contacts get nothing,
+%% not even events.
+access_whitelist(_) ->
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>), [{<<"pubsub#access_model">>, <<"whitelist">>}]),
+    ?assertEqual([], events(collect(B))),
+    ?assertEqual(<<"not-authorized">>, condition(items(B, <<"alice@localhost">>, ?NODE))),
+    ?assertEqual([<<"t1">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% publish-options configure a new node and are preconditions on an
+%% existing one (XEP-0060 §7.1.5): a mismatch is conflict +
+%% precondition-not-met and publishes nothing.
+publish_options_create_and_preconditions(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    Opts = [{<<"pubsub#access_model">>, <<"open">>}, {<<"pubsub#max_items">>, <<"max">>}],
+    ?assertEqual(<<"result">>, type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>), Opts))),
+    ?assertEqual(<<"result">>, type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>), Opts))),
+    ?assertEqual([<<"t1">>, <<"t2">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))),
+    R = publish(A, ?NODE, <<"t3">>, tune(<<"c">>), [{<<"pubsub#access_model">>, <<"presence">>}]),
+    ?assertEqual(<<"conflict">>, condition(R)),
+    ?assertEqual(<<"precondition-not-met">>, app_condition(R)),
+    ?assertEqual([<<"t1">>, <<"t2">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% A retraction is notified to the interested contacts (notify_retract).
+retract_notifies(_) ->
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    _ = collect(B),
+    R = iq(A, <<"set">>, pubsub([el(<<"retract">>, [{<<"node">>, ?NODE}],
+                                    [el(<<"item">>, [{<<"id">>, <<"t1">>}], [])])])),
+    ?assertEqual(<<"result">>, type(R)),
+    ?assertEqual([{?NODE, [], [<<"t1">>]}], events(collect(B))),
+    ?assertEqual([], item_ids(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% Deleting a node notifies the contacts; the node is gone.
+delete_node(_) ->
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    _ = collect(B),
+    R = iq(A, <<"set">>, owner([el(<<"delete">>, [{<<"node">>, ?NODE}], [])])),
+    ?assertEqual(<<"result">>, type(R)),
+    ?assertEqual([{delete, ?NODE}], events(collect(B))),
+    ?assertEqual(<<"item-not-found">>, condition(items(A, <<"alice@localhost">>, ?NODE))).
+
+%% The owner reads and changes the node's configuration (pubsub#owner).
+configure_node(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    G = iq(A, <<"get">>, owner([el(<<"configure">>, [{<<"node">>, ?NODE}], [])])),
+    ?assertEqual(<<"result">>, type(G)),
+    S = iq(A, <<"set">>, owner([el(<<"configure">>, [{<<"node">>, ?NODE}],
+                                   [form(<<"http://jabber.org/protocol/pubsub#node_config">>,
+                                         [{<<"pubsub#max_items">>, <<"5">>}])])])),
+    ?assertEqual(<<"result">>, type(S)),
+    publish(A, ?NODE, <<"t2">>, tune(<<"b">>)),
+    ?assertEqual([<<"t1">>, <<"t2">>], item_ids(items(A, <<"alice@localhost">>, ?NODE))),
+    B = login(<<"bob">>, <<"r">>),
+    ?assertEqual(<<"forbidden">>,
+                 condition(iq(B, <<"get">>, owner([el(<<"configure">>, [{<<"node">>, ?NODE}], [])]),
+                              <<"alice@localhost">>))).
+
+%% Only the owner publishes to its account.
+others_cannot_publish(_) ->
+    B = login(<<"bob">>, <<"r">>),
+    R = iq(B, <<"set">>, pubsub([publish_el(?NODE, <<"x">>, tune(<<"no">>))]), <<"alice@localhost">>),
+    ?assertEqual(<<"forbidden">>, condition(R)).
+
+%% An item beyond max_item_bytes: not-acceptable + payload-too-big.
+payload_too_big(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    R = publish(A, ?NODE, <<"t1">>, tune(binary:copy(<<"x">>, 200))),
+    ?assertEqual(<<"not-acceptable">>, condition(R)),
+    ?assertEqual(<<"payload-too-big">>, app_condition(R)).
+
+%% Nodes and items are durable.
+survives_restart(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?C:close(A),
+    throng_ct:restart(),
+    A2 = login(<<"alice">>, <<"r">>),
+    ?assertEqual([<<"t1">>], item_ids(items(A2, <<"alice@localhost">>, ?NODE))).
+
+%% Removing the account removes its nodes.
+removed_account_forgotten(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?C:close(A),
+    ok = throng_auth:unregister(<<"alice">>, <<"localhost">>),
+    ?assertEqual(not_found, throng_storage:kv_get(pep, {<<"alice">>, <<"localhost">>, ?NODE})),
+    ?assertEqual(not_found, throng_storage:kv_get(pep_nodes, {<<"alice">>, <<"localhost">>})).
