@@ -121,12 +121,13 @@ modules() ->
      {last, throng_mod_last},
      {offline, throng_mod_offline},
      {ping, throng_mod_ping},
+     {private, throng_mod_private},
      {register, throng_mod_register},
      {roster_versioning, throng_mod_roster_versioning},
      {version, throng_mod_version}].
 
 %% @doc The modules enabled when the configuration has no `modules' key:
-%% every feature Throng had before modules existed, and XEP-0012.
+%% every module of the catalog, with its defaults.
 -spec default_modules() -> #{atom() => map()}.
 default_modules() ->
     maps:from_list([{Name, #{}} || {Name, _} <- modules()]).
