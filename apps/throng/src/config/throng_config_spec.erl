@@ -124,6 +124,7 @@ modules() ->
      {private, throng_mod_private},
      {register, throng_mod_register},
      {roster_versioning, throng_mod_roster_versioning},
+     {vcard, throng_mod_vcard},
      {version, throng_mod_version}].
 
 %% @doc The modules enabled when the configuration has no `modules' key:
