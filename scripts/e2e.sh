@@ -2,7 +2,8 @@
 # End-to-end tests of the release (make release), as a user runs it:
 # bin/throng start/ping/status/stop, the admin commands, a configuration
 # error, a real third-party client (python3-slixmpp) over STARTTLS with
-# SCRAM, and durability across kill -9. Uses its own node name, port and
+# SCRAM (also its private storage and vCard plugins), and durability
+# across kill -9. Uses its own node name, port and
 # data directory; leaves nothing running.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,6 +77,8 @@ n=$("$T" accounts localhost)
 CA="$WORK/data/tls/selfsigned.crt"
 expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery, direct TLS" \
     $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA" "$((PORT + 1))"
+expect "slixmpp: private XML storage (xep_0049 bookmarks), vCards (xep_0054), avatar hash in presence (XEP-0153)" \
+    $PY "$ROOT/test/e2e/vcard_e2e.py" 127.0.0.1 "$PORT" "$CA"
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &

@@ -37,12 +37,7 @@ end_per_group(_Group, Config) ->
     throng_ct:end_backend(Config).
 
 init_per_testcase(disabled_module_answers_nothing, Config) ->
-    %% Exactly these modules: the test defaults would merge into the map.
-    Dir = filename:join(?config(priv_dir, Config),
-                        "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    Base = throng_ct:config(#{data_dir => list_to_binary(Dir)}),
-    ok = application:set_env(throng, config, Base#{modules => #{disco => #{}}}),
-    {ok, _} = application:ensure_all_started(throng),
+    throng_ct:start_exact(Config, #{disco => #{}}),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config;
 init_per_testcase(size_limit, Config) ->
@@ -118,10 +113,7 @@ empty(Name, NS) ->
 %% discovery section; the namespace is what clients look for).
 advertised_in_disco(_) ->
     A = login(<<"alice">>),
-    R = ?C:iq(A, <<"get">>, el(<<"query">>, ?NS_DISCO_INFO, []), [{<<"to">>, <<"localhost">>}]),
-    Features = [throng_xml:attr(<<"var">>, F)
-                || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(throng_xml:subel(R, <<"query">>))],
-    ?assert(lists:member(?NS_PRIVATE, Features)).
+    ?assert(lists:member(?NS_PRIVATE, ?C:disco_features(A, <<"localhost">>))).
 
 %% A get or set addressed to another user's bare JID is refused with
 %% forbidden (XEP-0049 §2.3, the preferable condition) and changes nothing.

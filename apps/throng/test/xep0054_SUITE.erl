@@ -38,12 +38,7 @@ end_per_group(_Group, Config) ->
     throng_ct:end_backend(Config).
 
 init_per_testcase(disabled_module_answers_nothing, Config) ->
-    %% Exactly these modules: the test defaults would merge into the map.
-    Dir = filename:join(?config(priv_dir, Config),
-                        "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    Base = throng_ct:config(#{data_dir => list_to_binary(Dir)}),
-    ok = application:set_env(throng, config, Base#{modules => #{disco => #{}}}),
-    {ok, _} = application:ensure_all_started(throng),
+    throng_ct:start_exact(Config, #{disco => #{}}),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config;
 init_per_testcase(server_vcard_from_options, Config) ->
@@ -123,11 +118,7 @@ bin(El) ->
 %% disco#info of the domain lists vcard-temp (XEP-0054 §4).
 advertised_in_disco(_) ->
     A = login(<<"alice">>),
-    R = ?C:iq(A, <<"get">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO}]},
-              [{<<"to">>, <<"localhost">>}]),
-    Features = [throng_xml:attr(<<"var">>, F)
-                || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(throng_xml:subel(R, <<"query">>))],
-    ?assert(lists:member(?NS_VCARD, Features)).
+    ?assert(lists:member(?NS_VCARD, ?C:disco_features(A, <<"localhost">>))).
 
 %% With no vCard stored, a user's own get is a result with an empty vCard
 %% (§3.1 allows that or item-not-found).
