@@ -22,7 +22,8 @@
 -define(NS_UPDATE, <<"vcard-temp:x:update">>).
 
 all() ->
-    [no_vcard_no_update, unavailable_untouched, {group, mnesia}, {group, pgsql}].
+    [no_vcard_no_update, unavailable_untouched, host_started_again_from_another_process,
+     {group, mnesia}, {group, pgsql}].
 
 groups() ->
     throng_ct:backend_groups(
@@ -158,6 +159,22 @@ unavailable_untouched(_) ->
     ?C:send(A, ?C:presence([{<<"type">>, <<"unavailable">>}])),
     P = presence_from(B, <<"alice@localhost/r">>, <<"unavailable">>),
     ?assertEqual(none, update(P)).
+
+%% The host's modules started again (throng_ext:start_host/2, as tests do)
+%% from a process that then ends: the cache made at boot stays in use, so
+%% presence still carries the hash.
+host_started_again_from_another_process(_) ->
+    B = online(<<"bob">>),
+    A = login(<<"alice">>),
+    set(A, photo_vcard(image(<<"alice">>))),
+    {Pid, Ref} = spawn_monitor(fun() ->
+                                       ok = throng_ext:start_host(<<"localhost">>,
+                                                                  throng_config:modules(<<"localhost">>))
+                               end),
+    receive {'DOWN', Ref, process, Pid, normal} -> ok after 5000 -> ct:fail(start_host) end,
+    ?assertEqual({photo, sha1hex(image(<<"alice">>))}, seen_by_bob(A, B, [])),
+    %% The same table: Bob's row and Alice's from before are there.
+    ?assertEqual(2, throng_mod_vcard:cached(<<"localhost">>)).
 
 %%% Cases on both backends
 

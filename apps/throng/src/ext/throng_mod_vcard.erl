@@ -104,13 +104,29 @@ hooks() ->
 disco_features(_Host) ->
     [?NS_VCARD].
 
-%% The cache table, its sweep timer and the server's vCard, per host.
+%% The cache table, its sweep timer and the server's vCard, per host. The
+%% table and the timer belong to the process that runs start/2 (at boot,
+%% the application's): a host started again while it runs
+%% (throng_ext:start_host/2 from a test) keeps them.
 -spec start(binary(), map()) -> ok.
 start(Host, #{hash_cache_ttl := TTL, server_vcard := Server}) ->
-    Tab = ets:new(?MODULE, [set, public, {read_concurrency, true}, {write_concurrency, true}]),
-    {ok, Timer} = timer:apply_interval(TTL * 1000, ?MODULE, sweep, [Host]),
+    {Tab, Timer} =
+        case persistent_term:get({?MODULE, Host}, undefined) of
+            #{tab := T, timer := Tm} ->
+                case ets:info(T, id) of
+                    undefined -> new_cache(Host, TTL);
+                    _ -> {T, Tm}
+                end;
+            undefined ->
+                new_cache(Host, TTL)
+        end,
     persistent_term:put({?MODULE, Host}, #{tab => Tab, ttl => TTL, timer => Timer,
                                            server_vcard => server_vcard(Server)}).
+
+new_cache(Host, TTL) ->
+    Tab = ets:new(?MODULE, [set, public, {read_concurrency, true}, {write_concurrency, true}]),
+    {ok, Timer} = timer:apply_interval(TTL * 1000, ?MODULE, sweep, [Host]),
+    {Tab, Timer}.
 
 -spec stop(binary()) -> ok.
 stop(Host) ->
