@@ -2,8 +2,9 @@
 # End-to-end tests of the release (make release), as a user runs it:
 # bin/throng start/ping/status/stop, the admin commands, a configuration
 # error, a real third-party client (python3-slixmpp) over STARTTLS with
-# SCRAM, ad-hoc admin commands from it (XEP-0050/XEP-0133), and durability
-# across kill -9. Uses its own node name, port and
+# SCRAM (also its private storage and vCard plugins), ad-hoc admin commands
+# from it (XEP-0050/XEP-0133), carbons, PEP with capabilities, CSI and
+# blocking with its own plugins, and durability across kill -9. Uses its own node name, port and
 # data directory; leaves nothing running.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,11 +79,18 @@ n=$("$T" accounts localhost)
 CA="$WORK/data/tls/selfsigned.crt"
 expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery, direct TLS" \
     $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA" "$((PORT + 1))"
+expect "slixmpp: private XML storage (xep_0049 bookmarks), vCards (xep_0054), avatar hash in presence (XEP-0153)" \
+    $PY "$ROOT/test/e2e/vcard_e2e.py" 127.0.0.1 "$PORT" "$CA"
 
 # XEP-0050/XEP-0133 from slixmpp's xep_0050 plugin: alice is an admin. The
 # account it adds is deleted again (the account count below stays).
 expect "slixmpp xep_0050: admin command list, add-user then login, get-online-users-num, delete-user, refused to a non-admin" \
     $PY "$ROOT/test/e2e/adhoc_e2e.py" 127.0.0.1 "$PORT" "$CA" alice@localhost bob@localhost
+
+# XEP-0280, XEP-0163/0115/0084, XEP-0352 and XEP-0191 from slixmpp's own
+# plugins, between erin and fay (registered above, otherwise unused).
+expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0352/xep_0191: carbons both ways, avatar metadata event filtered by caps, CSI holds presence, blocking" \
+    $PY "$ROOT/test/e2e/im_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &

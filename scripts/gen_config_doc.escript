@@ -38,6 +38,11 @@ render(Spec) ->
      section("Top level", "", Spec)].
 
 section(Title, Prefix, Spec) ->
+    section(Title, Prefix, Spec, "###").
+
+%% Heading: the level of the headings of nested sections ("###"; below a
+%% module's heading, "#####").
+section(Title, Prefix, Spec, Heading) ->
     Keys = lists:sort(maps:keys(Spec)),
     Simple = [K || K <- Keys, not nested(maps:get(K, Spec))],
     Nested = [K || K <- Keys, nested(maps:get(K, Spec))],
@@ -47,18 +52,18 @@ section(Title, Prefix, Spec) ->
          _ -> ["| option | type | default | meaning |\n|---|---|---|---|\n",
                [row(Prefix, K, maps:get(K, Spec)) || K <- Simple], "\n"]
      end,
-     [sub(Prefix, K, maps:get(K, Spec)) || K <- Nested]].
+     [sub(Prefix, K, maps:get(K, Spec), Heading) || K <- Nested]].
 
 nested(#{type := {section, _}}) -> true;
 nested(#{type := {list_of, _}}) -> true;
 nested(#{type := modules}) -> true;
 nested(_) -> false.
 
-sub(Prefix, K, #{type := {section, S}, doc := Doc}) ->
+sub(Prefix, K, #{type := {section, S}, doc := Doc}, Heading) ->
     Name = Prefix ++ atom_to_list(K),
-    ["### `", Name, "`\n\n", Doc, "\n\n",
-     tl(tl(tl(section("", Name ++ ".", S))))];
-sub(Prefix, K, #{type := modules, doc := Doc} = O) ->
+    [Heading, " `", Name, "`\n\n", Doc, "\n\n",
+     tl(tl(tl(section("", Name ++ ".", S, Heading))))];
+sub(Prefix, K, #{type := modules, doc := Doc} = O, _Heading) ->
     Name = Prefix ++ atom_to_list(K),
     Defaults = lists:sort(maps:keys(maps:get(default, O, #{}))),
     ["### `", Name, "`\n\n", Doc, "\n\n",
@@ -68,17 +73,17 @@ sub(Prefix, K, #{type := modules, doc := Doc} = O) ->
                lists:join(", ", [["`", atom_to_list(D), "`"] || D <- Defaults]), ".\n\n"]
      end,
      [module_doc(Name, M, Mod) || {M, Mod} <- throng_config_spec:modules(), Prefix =:= ""]];
-sub(Prefix, K, #{type := {list_of, S}, doc := Doc}) ->
+sub(Prefix, K, #{type := {list_of, S}, doc := Doc}, Heading) ->
     Name = Prefix ++ atom_to_list(K),
-    ["### `", Name, "` (a list)\n\n", Doc, "\n\n",
-     tl(tl(tl(section("", Name ++ "[].", S))))].
+    [Heading, " `", Name, "` (a list)\n\n", Doc, "\n\n",
+     tl(tl(tl(section("", Name ++ "[].", S, Heading))))].
 
 module_doc(Name, M, Mod) ->
     Opts = Mod:options(),
     ["#### `", Name, ".", atom_to_list(M), "` (", atom_to_list(Mod), ")\n\n",
      case maps:size(Opts) of
          0 -> "No options.\n\n";
-         _ -> tl(tl(tl(section("", Name ++ "." ++ atom_to_list(M) ++ ".", Opts))))
+         _ -> tl(tl(tl(section("", Name ++ "." ++ atom_to_list(M) ++ ".", Opts, "#####"))))
      end].
 
 row(Prefix, K, #{type := T, doc := Doc} = O) ->

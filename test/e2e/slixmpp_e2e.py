@@ -76,8 +76,8 @@ def check(cond, what):
     print(f'ok - {what}', flush=True)
 
 
-async def login(jid, host, port, ca, direct=False):
-    u = User(jid, 'secret', ca)
+async def login(jid, host, port, ca, direct=False, cls=None):
+    u = (cls or User)(jid, 'secret', ca)
     if direct:
         u.connect((host, port), use_ssl=True)
     else:

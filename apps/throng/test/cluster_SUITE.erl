@@ -23,7 +23,8 @@ all() ->
      priority_across_nodes, newer_session_wins_across_nodes, kick_on_another_node,
      roster_push_to_every_resource, offline_when_last_resource_leaves,
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
-     resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back].
+     resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
+     vcard_hash_across_nodes].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -305,6 +306,33 @@ collect_bodies(C, N) ->
 %% A node cut off from the others (the connections dropped) comes back by
 %% itself within cluster.reconnect_interval: members, storage and routing
 %% work again without anyone doing anything.
+%% XEP-0153 across nodes: a vCard photo set through one node shows at once
+%% in presence another resource of the user sends through another node,
+%% one that had already read (and cached) that the user had no vCard: the
+%% node where the vCard changed tells the others to drop their copy.
+vcard_hash_across_nodes(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    B = online(<<"bob">>, <<"b">>, N1),
+    A3 = online(<<"alice">>, <<"a3">>, N3),
+    A2 = online(<<"alice">>, <<"a2">>, N2),
+    Image = crypto:hash(sha512, <<"avatar">>),
+    Photo = #xmlel{name = <<"PHOTO">>,
+                   children = [#xmlel{name = <<"BINVAL">>, children = [{xmlcdata, base64:encode(Image)}]}]},
+    ?C:send(A2, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"vc1">>}],
+                       children = [#xmlel{name = <<"vCard">>, attrs = [{<<"xmlns">>, <<"vcard-temp">>}],
+                                          children = [Photo]}]}),
+    R = wait_for(A2, fun(El) -> throng_xml:attr(<<"id">>, El) =:= <<"vc1">> end),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
+    ?C:send(A3, #xmlel{name = <<"presence">>,
+                       children = [#xmlel{name = <<"status">>, children = [{xmlcdata, <<"after">>}]}]}),
+    P = wait_for(B, fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"alice@localhost/a3">> andalso
+                                   throng_xml:subel_cdata(El, <<"status">>) =:= <<"after">> end),
+    X = throng_xml:subel(P, <<"x">>, <<"vcard-temp:x:update">>),
+    ?assertNotEqual(undefined, X),
+    ?assertEqual(binary:encode_hex(crypto:hash(sha, Image)),
+                 string:uppercase(throng_xml:subel_cdata(X, <<"photo">>))),
+    [?C:close(C) || C <- [A2, A3, B]].
+
 netsplit_heals(Config) ->
     [N1, N2, N3] = Nodes = ?config(nodes, Config),
     %% Node 2 drops its links to nodes 1 and 3 (they see it go down, it

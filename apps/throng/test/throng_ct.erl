@@ -2,7 +2,7 @@
 %% private data directory and a listener on a free port, and registers users.
 -module(throng_ct).
 
--export([start/1, start/2, stop/0, register/2, register/3, config/1, mutual/2,
+-export([start/1, start/2, start_exact/2, stop/0, register/2, register/3, config/1, mutual/2,
          start_distribution/2, wait_until/2]).
 -export([backend_groups/1, init_backend/2, end_backend/1, start_backend/1, start_backend/2,
          restart/0, storage_failure/1]).
@@ -21,6 +21,17 @@ start(CTConfig, Overrides) ->
     Dir = filename:join(proplists:get_value(priv_dir, CTConfig),
                         "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
     ok = application:set_env(throng, config, config(Overrides#{data_dir => list_to_binary(Dir)})),
+    {ok, _} = application:ensure_all_started(throng),
+    ok.
+
+%% @doc Starts Throng with the test defaults but exactly these modules (the
+%% defaults of start/2 would merge into the map): a module left out is off.
+-spec start_exact(list(), #{atom() => map()}) -> ok.
+start_exact(CTConfig, Modules) ->
+    Dir = filename:join(proplists:get_value(priv_dir, CTConfig),
+                        "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
+    Config = config(#{data_dir => list_to_binary(Dir)}),
+    ok = application:set_env(throng, config, Config#{modules => Modules}),
     {ok, _} = application:ensure_all_started(throng),
     ok.
 

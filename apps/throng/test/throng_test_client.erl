@@ -11,7 +11,7 @@
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
          auth_plain/3, auth_scram/4, auth_scram/5, tls_server_end_point/1, bind/2, login/3, login/4, close/1, abort/1, closed/2,
          pause/1, trickle/3,
-         iq/3, iq/4, iq_skipping/4, presence/1, message/3, jid/1, flush/1, port/0]).
+         iq/3, iq/4, iq_skipping/4, presence/1, message/3, jid/1, flush/1, port/0, disco_features/2]).
 
 -record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
 -type client() :: #c{}.
@@ -273,6 +273,14 @@ wait_id(C, Id) ->
         Other ->
             error({expected_iq_response, Id, Other})
     end.
+
+%% @doc The features a disco#info of To lists.
+-spec disco_features(client(), binary()) -> [binary()].
+disco_features(C, To) ->
+    R = iq(C, <<"get">>, #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO}]},
+           [{<<"to">>, To}]),
+    [throng_xml:attr(<<"var">>, F)
+     || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(throng_xml:subel(R, <<"query">>))].
 
 -spec presence(list()) -> #xmlel{}.
 presence(Attrs) ->

@@ -54,6 +54,20 @@ round_trip_test() ->
                                        iolist_to_binary(["<s>", ?X:to_iolist(El), "</s>"])),
     ?assertEqual([{stream_start, <<"s">>, []}, {stanza, El}, stream_end], Evs).
 
+%% A stored element reads back as it was; only a whole element is accepted.
+from_binary_test() ->
+    El = el(<<"storage">>, [{<<"xmlns">>, <<"storage:bookmarks">>}, {<<"q">>, <<"'&\n">>}],
+            [el(<<"conference">>, [{<<"jid">>, <<"room@muc">>}],
+                [el(<<"nick">>, [], [{xmlcdata, <<"a < b & é"/utf8>>}])])]),
+    ?assertEqual(El, ?X:from_binary(?X:to_binary(El))),
+    %% Adjacent character data comes back as one piece: the same bytes.
+    Bin = ?X:to_binary(message()),
+    ?assertEqual(Bin, ?X:to_binary(?X:from_binary(Bin))),
+    ?assertError({bad_xml, _}, ?X:from_binary(<<"<a><b/>">>)),
+    ?assertError({bad_xml, _}, ?X:from_binary(<<"<a/><b/>">>)),
+    ?assertError({bad_xml, _}, ?X:from_binary(<<"xa/>">>)),
+    ?assertError({bad_xml, _}, ?X:from_binary(<<"text">>)).
+
 %%% Accessors
 
 attr_test() ->

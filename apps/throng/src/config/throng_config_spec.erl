@@ -135,12 +135,14 @@ modules() ->
      {offline, throng_mod_offline},
      {pep, throng_mod_pep},
      {ping, throng_mod_ping},
+     {private, throng_mod_private},
      {register, throng_mod_register},
      {roster_versioning, throng_mod_roster_versioning},
+     {vcard, throng_mod_vcard},
      {version, throng_mod_version}].
 
 %% @doc The modules enabled when the configuration has no `modules' key:
-%% every feature Throng had before modules existed, and XEP-0012.
+%% every module of the catalog, with its defaults.
 -spec default_modules() -> #{atom() => map()}.
 default_modules() ->
     maps:from_list([{Name, #{}} || {Name, _} <- modules()]).

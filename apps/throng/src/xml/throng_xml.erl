@@ -14,13 +14,17 @@
 
 -include("throng.hrl").
 
--export([to_iolist/1, to_binary/1, escape_text/1, escape_attr/1]).
+-export([to_iolist/1, to_binary/1, from_binary/1, escape_text/1, escape_attr/1]).
 -export([attr/2, attr/3, set_attr/3, subel/2, subel/3, subels/1,
          cdata/1, subel_cdata/2, ns/1]).
 %% API used by tests (rfc6120_SUITE forges a stanza's from with it).
 -ignore_xref([{set_attr, 3}]).
 
 -export_type([child/0, attrs/0]).
+
+%% Nesting allowed when reading back a stored element: above the deepest
+%% stanza the stream parser accepts (limits.max_depth, at most 1024).
+-define(FROM_BINARY_DEPTH, 1100).
 
 -type child() :: #xmlel{} | {xmlcdata, binary()}.
 -type attrs() :: [{binary(), binary()}].
@@ -40,6 +44,21 @@ to_iolist({xmlcdata, Text}) ->
 -spec to_binary(child()) -> binary().
 to_binary(El) ->
     iolist_to_binary(to_iolist(El)).
+
+%% @doc The element back from the bytes {@link to_binary/1} made of it (for a
+%% module that stores elements serialized). Anything but one whole element
+%% raises `error({bad_xml, Why})'.
+-spec from_binary(binary()) -> #xmlel{}.
+from_binary(<<"<", _/binary>> = Bin) ->
+    Size = byte_size(Bin),
+    try throng_xml_el:parse_el(Bin, ?FROM_BINARY_DEPTH) of
+        {El, Size} -> El;
+        {_, _} -> error({bad_xml, trailing_bytes})
+    catch
+        throw:Why -> error({bad_xml, Why})
+    end;
+from_binary(_) ->
+    error({bad_xml, not_an_element}).
 
 attrs_iolist(Attrs) ->
     [[$\s, Name, "='", escape_attr(Value), $'] || {Name, Value} <- Attrs].
