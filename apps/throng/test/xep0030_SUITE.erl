@@ -41,7 +41,8 @@ server_info(_) ->
     A = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
     R = ?C:iq(A, <<"get">>, q(?NS_DISCO_INFO), [{<<"to">>, <<"localhost">>}]),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
-    ?assertEqual([{<<"server">>, <<"im">>}], identities(R)),
+    %% The server, and the PEP service every account is (XEP-0163 §6.1).
+    ?assertEqual([{<<"pubsub">>, <<"pep">>}, {<<"server">>, <<"im">>}], lists:sort(identities(R))),
     Fs = features(R),
     [?assert(lists:member(F, Fs)) || F <- [?NS_DISCO_INFO, ?NS_DISCO_ITEMS, ?NS_PING,
                                            ?NS_VERSION, <<"msgoffline">>]],
