@@ -9,7 +9,9 @@
 
 -include("throng_muc.hrl").
 
--export([load/3, save/1, delete/1, rooms/1, listing/1, secret/1]).
+-export([load/3, save/1, delete/1, rooms/1, listing/1, secret/1, encode/5]).
+%% Used by bench/muc_memory.escript to store rooms as save/1 does.
+-ignore_xref([{encode, 5}]).
 
 -define(BUCKET, muc_room).
 
@@ -35,8 +37,18 @@ load(Service, Room, Limits) ->
 -spec save(#muc{}) -> ok.
 save(#muc{jid = #jid{user = Room, server = Service}} = S) ->
     throng_storage:kv_put(?BUCKET, {Service, Room},
-                          #{config => S#muc.config, affs => S#muc.affs, subject => S#muc.subject,
-                            history => throng_muc_history:to_list(S#muc.history)}).
+                          encode(S#muc.config, S#muc.affs, S#muc.subject,
+                                 throng_muc_history:to_list(S#muc.history), S#muc.limits)).
+
+%% @doc The stored term of a room. Of the configuration only what differs
+%% from the service's defaults is kept (an idle persistent room is mostly
+%% defaults: a third of the bytes); {@link load/3} puts the defaults back.
+-spec encode(map(), map(), {binary(), binary()}, [throng_muc_history:entry()],
+             throng_muc_config:limits()) -> stored().
+encode(Config, Affs, Subject, History, Limits) ->
+    Default = throng_muc_config:default(Limits),
+    #{config => maps:filter(fun(K, V) -> maps:get(K, Default, undefined) =/= V end, Config),
+      affs => Affs, subject => Subject, history => History}.
 
 %% @doc Removes a room (destroyed, or no longer persistent).
 -spec delete(#jid{}) -> ok.

@@ -53,12 +53,14 @@ is_served(Server) ->
 
 %% @doc From now on stanzas to Domain (which must not be a configured host)
 %% and to any JID in it go to `Module:route(From, To, El)'. Called when the
-%% module starts; a domain registered twice is an error.
+%% module starts (again, when a host's modules are started again: a no-op);
+%% a domain another module serves is an error.
 -spec register_service(binary(), module()) -> ok | {error, string()}.
 register_service(Domain, Module) ->
     Services = persistent_term:get(?SERVICES, #{}),
     case {is_local(Domain), Services} of
         {true, _} -> {error, "service domain " ++ binary_to_list(Domain) ++ " is a host"};
+        {_, #{Domain := Module}} -> ok;
         {_, #{Domain := Other}} ->
             {error, lists:flatten(io_lib:format("service domain ~ts is already served by ~s",
                                                 [Domain, Other]))};
