@@ -20,7 +20,7 @@
 -include("throng_muc.hrl").
 
 -export([options/0, iq_handlers/0, hooks/0, start/2, stop/1]).
--export([route/3, disco_items/2, service/1]).
+-export([route/3, disco_items/2]).
 %% Called by the router for the registered service domain, and as a hook.
 -ignore_xref([{route, 3}, {disco_items, 2}]).
 
@@ -74,8 +74,7 @@ stop(Host) ->
             ok
     end.
 
-%% @doc The service domain of a host where the module runs.
--spec service(binary()) -> binary() | undefined.
+%% The service domain of a host where the module runs.
 service(Host) ->
     persistent_term:get(?SERVICE_OF(Host), undefined).
 
@@ -136,7 +135,8 @@ service_info(Payload) ->
 service_items(#jid{server = Service}, Payload) ->
     Running = throng_muc_room:running(Service),
     RunningNames = maps:from_list([{R, []} || {R, _, _} <- Running]),
-    Stored = [{R, throng_muc_store:listing({Service, R})}
+    Limits = throng_muc_room:limits(Service),
+    Stored = [{R, throng_muc_store:listing({Service, R}, Limits)}
               || R <- throng_muc_store:rooms(Service), not is_map_key(R, RunningNames)],
     Listed = lists:sort([{R, Name} || {R, _, {listed, Name}} <- Running] ++
                             [{R, Name} || {R, {listed, Name}} <- Stored]),

@@ -6,7 +6,7 @@
 
 -include("throng_muc.hrl").
 
--export([default/1, form/1, parse/3, features/1, info_form/3, from_stored/2, max_history/0]).
+-export([default/1, form/1, parse/3, features/1, info_form/3, from_stored/2]).
 
 %% The room configuration.
 -type config() :: #{title := binary(), description := binary(), persistent := boolean(),
@@ -41,10 +41,6 @@
           <<"Allow occupants to change the subject">>},
          {allow_invites, <<"muc#roomconfig_allowinvites">>, bool,
           <<"Allow occupants to invite others">>}]).
-
-%% @doc The most history a room can be configured to keep.
--spec max_history() -> pos_integer().
-max_history() -> ?MAX_HISTORY.
 
 %% @doc A new room's configuration: temporary, public, open, unmoderated,
 %% semi-anonymous, without password, with the service's defaults.

@@ -12,7 +12,7 @@
 -export([new/1, add/3, resize/2, select/3, to_list/1, from_list/2, request/1]).
 
 -type entry() :: {Stamp :: integer(), Chars :: non_neg_integer(), El :: term()}.
--opaque history() :: {non_neg_integer(), non_neg_integer(), [entry()]}.
+-type history() :: {non_neg_integer(), non_neg_integer(), [entry()]}.
 %% What an occupant asked for; absent keys put no limit.
 -type request() :: #{maxstanzas => non_neg_integer(), maxchars => non_neg_integer(),
                      seconds => non_neg_integer(), since => integer()}.

@@ -159,8 +159,9 @@ groupchat(Nick, From, To, El0, Now, S) ->
     Subject = throng_xml:subel(El, <<"subject">>),
     HasBody = throng_xml:subel(El, <<"body">>) =/= undefined,
     C = S#muc.config,
+    Speaks = throng_muc_rules:may_speak(Role),
     if
-        not (Role =:= moderator orelse Role =:= participant) ->
+        not Speaks ->
             {S, ?X:error(From, To, El0, forbidden)};
         Subject =/= undefined, not HasBody ->
             case Role =:= moderator orelse map_get(allow_subject_change, C) of

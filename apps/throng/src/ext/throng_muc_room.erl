@@ -26,7 +26,8 @@
 
 -include("throng_muc.hrl").
 
--export([init_table/0, set_service/2, unset_service/1, dispatch/4, running/1, stop_all/1]).
+-export([init_table/0, set_service/2, unset_service/1, limits/1, dispatch/4, running/1,
+         stop_all/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 %% Called remotely (erpc:cast) by throng_mod_muc on the room's home node.
 -ignore_xref([{dispatch, 4}]).
@@ -59,6 +60,11 @@ init_table() ->
 -spec set_service(binary(), service()) -> ok.
 set_service(Service, Ctx) ->
     persistent_term:put(?SERVICE(Service), Ctx).
+
+%% @doc The limits of a service's rooms.
+-spec limits(binary()) -> throng_muc_config:limits().
+limits(Service) ->
+    map_get(limits, persistent_term:get(?SERVICE(Service))).
 
 -spec unset_service(binary()) -> ok.
 unset_service(Service) ->
@@ -138,17 +144,19 @@ init({{Service, Room} = Key, Init, #{limits := Limits}}) ->
             JID = #jid{user = Room, server = Service},
             Secret = crypto:mac(hmac, sha256, element(tuple_size(Init), Init),
                                 throng_jid:to_binary(JID)),
-            Base = #muc{jid = JID, limits = Limits, secret = Secret},
+            {C, Affs, Subject, H, Locked} =
+                case Init of
+                    {stored, C0, A0, S0, H0, _} -> {C0, A0, S0, H0, false};
+                    {new, Creator, _} ->
+                        C0 = throng_muc_config:default(Limits),
+                        {C0, #{throng_jid:to_binary(throng_jid:bare(Creator)) => owner},
+                         {<<>>, <<>>}, throng_muc_history:new(map_get(history_length, C0)), true}
+                end,
+            S = #muc{jid = JID, limits = Limits, secret = Secret, config = C, affs = Affs,
+                     subject = Subject, history = H, locked = Locked},
             St = case Init of
-                     {stored, C, Affs, Subject, H, _} ->
-                         S = Base#muc{config = C, affs = Affs, subject = Subject, history = H},
-                         #st{room = S, saved = {durable(S), H}};
-                     {new, Creator, _} ->
-                         C = throng_muc_config:default(Limits),
-                         Owner = throng_jid:to_binary(throng_jid:bare(Creator)),
-                         #st{room = Base#muc{config = C, affs = #{Owner => owner}, locked = true,
-                                             history = throng_muc_history:new(
-                                                         map_get(history_length, C))}}
+                     {stored, _, _, _, _, _} -> #st{room = S, saved = {durable(S), H}};
+                     {new, _, _} -> #st{room = S}
                  end,
             {ok, St}
     end.

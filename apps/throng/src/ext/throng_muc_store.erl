@@ -9,7 +9,7 @@
 
 -include("throng_muc.hrl").
 
--export([load/3, save/1, delete/1, rooms/1, listing/1, secret/1, encode/5]).
+-export([load/3, save/1, delete/1, rooms/1, listing/2, secret/1, encode/5]).
 %% Used by bench/muc_memory.escript to store rooms as save/1 does.
 -ignore_xref([{encode, 5}]).
 
@@ -62,10 +62,14 @@ rooms(Service) ->
 
 %% @doc How a stored room is listed in the service's disco#items: its name,
 %% or hidden (not public).
--spec listing({binary(), binary()}) -> {listed, binary()} | hidden.
-listing(Key) ->
+-spec listing({binary(), binary()}, throng_muc_config:limits()) -> {listed, binary()} | hidden.
+listing(Key, Limits) ->
     case throng_storage:kv_get(?BUCKET, Key) of
-        {ok, #{config := #{public := true} = C}} -> {listed, maps:get(title, C, <<>>)};
+        {ok, #{config := Stored}} ->
+            case throng_muc_config:from_stored(Stored, Limits) of
+                #{public := true, title := Title} -> {listed, Title};
+                _ -> hidden
+            end;
         _ -> hidden
     end.
 

@@ -9,8 +9,7 @@
 -include("throng_muc.hrl").
 
 -export([occ_jid/2, affiliation/2, presence/5, broadcast_presence/4, remove/4, error/4,
-         muc_user/1, status/1, occupant_id/1, strip/1, owners/1, occupant_id_of/2,
-         user_x/2]).
+         muc_user/1, status/1, occupant_id/1, strip/1, owners/1, occupant_id_of/2]).
 
 -type out() :: {#jid{}, #jid{}, #xmlel{}}.
 -export_type([out/0]).
@@ -89,7 +88,6 @@ error(From, To, El, Cond) ->
 -spec muc_user([#xmlel{}]) -> #xmlel{}.
 muc_user(Children) -> user_x(Children, []).
 
--spec user_x([#xmlel{}], list()) -> #xmlel{}.
 user_x(Children, Attrs) ->
     #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, ?NS_MUC_USER} | Attrs], children = Children}.
 
