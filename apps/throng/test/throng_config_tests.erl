@@ -97,8 +97,8 @@ file_errors_test() ->
 
 unknown_module_test() ->
     setup(),
-    Msg = err(#{modules => #{muc => #{}}}),
-    ?assertMatch({match, _}, re:run(Msg, "^modules\\.muc: unknown option \\(known here: [a-z_, ]*disco, [a-z_, ]*last,")).
+    Msg = err(#{modules => #{pubsub => #{}}}),
+    ?assertMatch({match, _}, re:run(Msg, "^modules\\.pubsub: unknown option \\(known here: [a-z_, ]*disco, [a-z_, ]*last, muc, offline,")).
 
 unknown_module_option_test() ->
     setup(),

@@ -52,7 +52,9 @@ server_items(_) ->
     A = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
     R = ?C:iq(A, <<"get">>, q(?NS_DISCO_ITEMS), [{<<"to">>, <<"localhost">>}]),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
-    ?assertEqual([], throng_xml:subels(throng_xml:subel(R, <<"query">>))).
+    %% The one service of the test server: the MUC service (module muc).
+    ?assertEqual([[{<<"jid">>, <<"conference.localhost">>}, {<<"name">>, <<"Chatrooms">>}]],
+                 [I#xmlel.attrs || I <- throng_xml:subels(throng_xml:subel(R, <<"query">>))]).
 
 unknown_node(_) ->
     A = ?C:login(<<"alice">>, <<"password">>, <<"r">>),

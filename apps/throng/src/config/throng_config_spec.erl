@@ -132,6 +132,7 @@ modules() ->
      {csi, throng_mod_csi},
      {disco, throng_mod_disco},
      {last, throng_mod_last},
+     {muc, throng_mod_muc},
      {offline, throng_mod_offline},
      {pep, throng_mod_pep},
      {ping, throng_mod_ping},

@@ -100,13 +100,15 @@ unavailable(User, El, Directed) ->
     directed_unavailable(User, El, throng_directed:to_list(Directed), Subscribers).
 
 %% Those that got directed presence and are not subscribers (who had the
-%% broadcast): one lookup each, not a scan of the subscribers.
+%% broadcast): one lookup each, not a scan of the subscribers. A JID of a
+%% service domain (a MUC room) is told too: that is how a room learns that
+%% an occupant's session ended.
 directed_unavailable(_User, _El, [], _Subscribers) ->
     ok;
 directed_unavailable(User, El, Directed, Subscribers) ->
     Subscribed = maps:from_keys(Subscribers, []),
     [throng_router:route(User, J, El)
-     || J <- Directed, throng_router:is_local(J#jid.server),
+     || J <- Directed, throng_router:is_served(J#jid.server),
         not is_map_key({J#jid.user, J#jid.server}, Subscribed)],
     ok.
 

@@ -10,16 +10,33 @@
 %% presence handlers, {@link throng_roster} and {@link throng_presence});
 %% a message no resource can take goes to the `offline_message' hook
 %% (offline storage, when the module is enabled) or is bounced.
+%%
+%% == Service domains ==
+%% A domain that is not one of the configured hosts may be served by an
+%% extension module (the XEP-0045 service on `conference.<host>'): the
+%% module registers it with {@link register_service/2} when it starts, and
+%% every stanza to that domain or a JID in it is handed to the module's
+%% `route/3' (`Module:route(From, To, El)'), in the sender's process like
+%% everything here. The registry is one `persistent_term' map, written only
+%% when a module starts or stops, read at each route: no process on the
+%% path.
 -module(throng_router).
 
 -include("throng.hrl").
 
 -export([route/3, is_local/1, bounce/4, deliver/4]).
+-export([register_service/2, unregister_service/1, is_served/1]).
+
+-define(SERVICES, {?MODULE, services}).
 
 -spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
 route(From, #jid{server = S} = To, El) ->
     case is_local(S) of
-        false -> bounce(From, To, El, 'remote-server-not-found');
+        false ->
+            case persistent_term:get(?SERVICES, #{}) of
+                #{S := Mod} -> Mod:route(From, To, El);
+                _ -> bounce(From, To, El, 'remote-server-not-found')
+            end;
         true when To#jid.user =:= <<>> -> to_server(From, To, El);
         true -> to_user(From, To, El)
     end.
@@ -27,6 +44,38 @@ route(From, #jid{server = S} = To, El) ->
 -spec is_local(binary()) -> boolean().
 is_local(Server) ->
     lists:member(Server, throng_config:get([hosts])).
+
+%% @doc Whether stanzas to Server are handled here: a configured host, or a
+%% service domain of a module.
+-spec is_served(binary()) -> boolean().
+is_served(Server) ->
+    is_local(Server) orelse is_map_key(Server, persistent_term:get(?SERVICES, #{})).
+
+%% @doc From now on stanzas to Domain (which must not be a configured host)
+%% and to any JID in it go to `Module:route(From, To, El)'. Called when the
+%% module starts (again, when a host's modules are started again: a no-op);
+%% a domain another module serves is an error.
+-spec register_service(binary(), module()) -> ok | {error, string()}.
+register_service(Domain, Module) ->
+    Services = persistent_term:get(?SERVICES, #{}),
+    case {is_local(Domain), Services} of
+        {true, _} -> {error, "service domain " ++ binary_to_list(Domain) ++ " is a host"};
+        {_, #{Domain := Module}} -> ok;
+        {_, #{Domain := Other}} ->
+            {error, lists:flatten(io_lib:format("service domain ~ts is already served by ~s",
+                                                [Domain, Other]))};
+        _ -> persistent_term:put(?SERVICES, Services#{Domain => Module})
+    end.
+
+%% @doc Stanzas to Domain are no longer handed to a module (module stop).
+-spec unregister_service(binary()) -> ok.
+unregister_service(Domain) ->
+    Services = persistent_term:get(?SERVICES, #{}),
+    case maps:take(Domain, Services) of
+        {_, Rest} when map_size(Rest) =:= 0 -> _ = persistent_term:erase(?SERVICES), ok;
+        {_, Rest} -> persistent_term:put(?SERVICES, Rest);
+        error -> ok
+    end.
 
 %% @doc Sends a stanza to a session process. A message for a detached
 %% session is first kept durably ({@link throng_inflight}), here in the
