@@ -3,8 +3,8 @@
 # bin/throng start/ping/status/stop, the admin commands, a configuration
 # error, a real third-party client (python3-slixmpp) over STARTTLS with
 # SCRAM (also its private storage and vCard plugins), ad-hoc admin commands
-# from it (XEP-0050/XEP-0133), carbons, PEP with capabilities, CSI and
-# blocking with its own plugins, and durability across kill -9. Uses its own node name, port and
+# from it (XEP-0050/XEP-0133), carbons, PEP with capabilities, CSI,
+# blocking and multi-user chat with its own plugins, and durability across kill -9. Uses its own node name, port and
 # data directory; leaves nothing running.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,6 +91,10 @@ expect "slixmpp xep_0050: admin command list, add-user then login, get-online-us
 # plugins, between erin and fay (registered above, otherwise unused).
 expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0352/xep_0191: carbons both ways, avatar metadata event filtered by caps, CSI holds presence, blocking" \
     $PY "$ROOT/test/e2e/im_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost
+
+# XEP-0045 from slixmpp's xep_0045 plugin: erin creates a room, fay joins.
+expect "slixmpp xep_0045: create (201) and configure a room, join, groupchat both ways, history on a second join, the room listed" \
+    $PY "$ROOT/test/e2e/muc_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost conference.localhost
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &
