@@ -27,12 +27,12 @@
                  | users_failed | conns_open | sessions | connects | logins
                  | stanzas_in | stanzas_out | bytes_in | bytes_out | reads_in
                  | msgs_sent | msgs_received | msgs_bounced | msgs_unsent | msgs_sent_cross
-                 | msgs_stale
+                 | msgs_stale | muc_joined | muc_join_errors | muc_sent | muc_received
                  | requests | responses | bad_status
                  | err_econnrefused | err_econnreset | err_closed | err_timeout
                  | err_auth_failure | err_stream_error | err_other.
 -type hist_name() :: connect | tls | register | auth | bind | roster | presence | login
-                   | delivery | delivery_same | delivery_cross | response.
+                   | delivery | delivery_same | delivery_cross | delivery_muc | response.
 -type target_counter() :: launched | logins | sessions | failed | msgs_sent_to | msgs_received.
 -type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
                     | stream_error | other.
@@ -55,6 +55,7 @@ counter_names() ->
      conns_open, sessions, connects, logins,
      stanzas_in, stanzas_out, bytes_in, bytes_out, reads_in,
      msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross, msgs_stale,
+     muc_joined, muc_join_errors, muc_sent, muc_received,
      requests, responses, bad_status,
      err_econnrefused, err_econnreset, err_closed, err_timeout,
      err_auth_failure, err_stream_error, err_other].
@@ -62,7 +63,7 @@ counter_names() ->
 -spec hist_names() -> [hist_name()].
 hist_names() ->
     [connect, tls, register, auth, bind, roster, presence, login, delivery, delivery_same,
-     delivery_cross, response].
+     delivery_cross, delivery_muc, response].
 
 %% @doc The counters kept per target: users launched towards it, their
 %% logins, sessions now, users failed (each error ends one user), chat

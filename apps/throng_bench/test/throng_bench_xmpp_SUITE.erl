@@ -26,7 +26,7 @@
 -export([consistency/1, starttls_scram/1, direct_tls_scram/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
-         malformed_scenario/1]).
+         malformed_scenario/1, group_chat/1]).
 
 -define(USERS, 300).
 
@@ -38,7 +38,7 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario]},
-     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram]},
+     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, group_chat]},
      {other_server, [], Real}].
 
 init_per_suite(Config) ->
@@ -175,6 +175,40 @@ earlier_runs_not_counted(Config) ->
     ?assertEqual(1, Earlier),
     ?assertEqual(Sent, Received + Lost),
     ?assert(Received =< Sent),
+    server_sessions_end(Config).
+
+%% @doc XEP-0045 load: every user joins two of three rooms (the first
+%% joiner of a room creates and unlocks it, the others wait for that), half
+%% of them talk; every groupchat message reaches the room's occupants, the
+%% fan-out latency is measured, nothing fails.
+group_chat(Config) ->
+    Yaml = io_lib:format(
+             "name: muc~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
+             "users: {count: ~b, contact_count: 18}~n"
+             "muc: {service: conference.localhost, rooms: 3}~n"
+             "arrival: [{rate: 40, max_users: 12, distribution: constant}]~n"
+             "length: 5s~nkeepalive: 2s~ntimeouts: {connect: 3s, step: 3s}~ngrace: 3s~ndrain: 1s~n"
+             "sessions:~n"
+             "  - {name: listener, probability: 0.5, presence: true, muc: {rooms: 2}}~n"
+             "  - {name: talker, probability: 0.5, presence: true,"
+             " muc: {rooms: 2, think: {constant: 500ms}}}~n",
+             [?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
+    File = filename:join(?config(priv_dir, Config), "muc.yml"),
+    ok = file:write_file(File, Yaml),
+    Dir = filename:join(?config(priv_dir, Config), "muc"),
+    {complete, S} = throng_bench_xmpp:run(#{scenario => File, out => Dir, progress => false,
+                                            server_pid => ?config(server_pid, Config)}),
+    ct:log("~p", [S]),
+    #{muc := #{joined := Joined, join_errors := JoinErrors, sent := Sent, received := Received},
+      errors := #{total := Errors}, latency_ms := #{delivery_muc := Fanout}} = S,
+    ?assertEqual(0, Errors),
+    ?assertEqual(0, JoinErrors),
+    ?assertEqual(24, Joined),
+    ?assert(Sent > 0),
+    %% Each message has several occupants to reach (at least its sender).
+    ?assert(Received > Sent),
+    ?assertEqual(Received, maps:get(count, Fanout)),
     server_sessions_end(Config).
 
 %% @doc Every user logs in, stays, chats and leaves; the summary's numbers

@@ -50,6 +50,7 @@
          {roster, bool, false},
          {csi_inactive, bool, false},
          {chat, {section, ?CHAT_FIELDS}, none},
+         {muc, {section, ?MUC_SESSION_FIELDS}, none},
          {length, dist, inherit},
          {keepalive, duration_or_none, inherit}]).
 
@@ -57,6 +58,20 @@
         [{think, dist, required},
          {size, size, 64},
          {first_after, dist, none}]).
+
+%% XEP-0045 group chat: how many of the scenario's rooms a user joins, and
+%% how often it says something in one of them (none: it only listens).
+-define(MUC_SESSION_FIELDS,
+        [{rooms, {int, 1, 1000}, 1},
+         {think, dist_or_none, none},
+         {first_after, dist, none},
+         {size, size, 64}]).
+
+%% The rooms of a scenario: the service and how many rooms (room R is
+%% benchroomR; user N joins rooms N, N+1, ... modulo the count).
+-define(MUC_FIELDS,
+        [{service, string, <<"conference.localhost">>},
+         {rooms, {int, 1, 1000000}, 1}]).
 
 -define(TIMEOUT_FIELDS,
         [{connect, duration, 10000},
@@ -71,6 +86,7 @@
          {length, dist, {constant, 300000}},
          {keepalive, duration_or_none, 60000},
          {timeouts, {section, ?TIMEOUT_FIELDS}, #{}},
+         {muc, {section, ?MUC_FIELDS}, #{}},
          {duration, duration_or_auto, auto},
          {grace, duration, 10000},
          {drain, duration, 2000},
@@ -342,6 +358,8 @@ value(targets, V, P) ->
                           "per port; each target once)">>, V)
     end;
 value(dist, V, P) -> dist(V, P);
+value(dist_or_none, V, _) when V =:= <<"none">>; V =:= false -> none;
+value(dist_or_none, V, P) -> dist(V, P);
 value({section, Fields}, V, P) -> field_map(V, Fields, P);
 value({list, Fields}, V, P) when is_list(V), V =/= [] ->
     case is_map_node(V) of

@@ -358,9 +358,13 @@ summary(Snap = #{counters := C}, Rows, H) ->
                          bounced => Get(msgs_bounced),
                          not_sent_no_contact_online => Get(msgs_unsent),
                          from_earlier_runs => Get(msgs_stale)},
+      %% XEP-0045: rooms joined (user x room), groupchat messages sent and
+      %% copies received (each message reaches every occupant, the sender too).
+      muc => #{joined => Get(muc_joined), join_errors => Get(muc_join_errors),
+               sent => Get(muc_sent), received => Get(muc_received)},
       errors => Errors,
       latency_ms => throng_bench_summary:latency(Snap, [connect, tls, register, auth, bind, login,
-                                                        roster, presence, delivery, delivery_same,
+                                                        roster, presence, delivery, delivery_same, delivery_muc,
                                                         delivery_cross]),
       server => case Server of
                     #{sampled := true} ->

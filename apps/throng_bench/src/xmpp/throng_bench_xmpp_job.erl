@@ -69,10 +69,11 @@ compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := T
                    _ -> throng_bench_xmpp_users:compile(Users)
                end,
       srcs => list_to_tuple(maps:get(source_ips, S, [any])),
-      profiles => list_to_tuple([maps:with([name, probability, roster, presence, csi_inactive, chat, keepalive, length], P)
+      profiles => list_to_tuple([maps:with([name, probability, roster, presence, csi_inactive, chat, muc, keepalive, length], P)
                                  || P <- Sessions]),
       timeouts => Timeouts, drain => maps:get(drain, S),
       run => integer_to_binary(maps:get(run, S, 0)),
+      muc => maps:get(muc, S, #{service => <<"conference.localhost">>, rooms => 1}),
       socket_buffer => maps:get(socket_buffer, S)}.
 
 resolve(Host) ->

@@ -38,6 +38,10 @@
 
 -define(CFG, {throng_bench_xmpp, cfg}).
 -define(NS_BENCH, <<"urn:throng:bench">>).
+-define(NS_MUC, <<"http://jabber.org/protocol/muc">>).
+-define(NS_MUC_USER, <<"http://jabber.org/protocol/muc#user">>).
+%% A room still locked by its creator (XEP-0045 §10.1.1) is tried again.
+-define(MUC_RETRY_MS, 300).
 
 -record(u, {conn :: throng_bench_xmpp_conn:conn() | undefined,
             xs :: throng_xml_stream:state() | undefined,
@@ -50,6 +54,8 @@
             sasl :: term(),                    % SCRAM state during authentication
             ka_at = infinity :: integer() | infinity,     % ms, monotonic
             chat_at = infinity :: integer() | infinity,
+            muc_at = infinity :: integer() | infinity,   % next groupchat message
+            rooms = [] :: [non_neg_integer()],           % rooms joined
             end_at = infinity :: integer() | infinity,
             timer_at = infinity :: integer() | infinity,
             pend = [] :: [{roster | presence, integer()}],  % side transactions
@@ -133,13 +139,13 @@ wake_packed(P) -> loop(unpack(P)).
 %% server end up with the same state between stanzas) is replaced by the
 %% atom `idle' and read back from persistent_term, which costs nothing.
 pack(#u{conn = Conn, xs = Xs, n = N, prof = P, ka_at = KA, chat_at = C, end_at = E,
-        timer_at = T, online = O, rnd = R, presence_sent = PS}) ->
-    {Conn, idle_xs(Xs), N, P, KA, C, E, T, O, R, PS}.
+        timer_at = T, online = O, rnd = R, presence_sent = PS, muc_at = M, rooms = Rs}) ->
+    {Conn, idle_xs(Xs), N, P, KA, C, E, T, O, R, PS, M, Rs}.
 
-unpack({Conn, Xs, N, P, KA, C, E, T, O, R, PS}) ->
+unpack({Conn, Xs, N, P, KA, C, E, T, O, R, PS, M, Rs}) ->
     #u{conn = Conn, xs = case Xs of idle -> persistent_term:get({?MODULE, idle_xs}); _ -> Xs end,
        n = N, prof = P, step = online, ka_at = KA, chat_at = C, end_at = E, timer_at = T,
-       online = O, rnd = R, logged_in = true, presence_sent = PS}.
+       online = O, rnd = R, logged_in = true, presence_sent = PS, muc_at = M, rooms = Rs}.
 
 idle_xs(Xs) ->
     case persistent_term:get({?MODULE, idle_xs}, undefined) of
@@ -197,6 +203,9 @@ handle({tcp_error, _S, R}, _U) -> throw({fail, R});
 handle({timeout, Ref, step}, U = #u{tref = Ref, step = closing}) -> finish(U);
 handle({timeout, Ref, step}, #u{tref = Ref, step = Step}) ->
     throw({fail, {timeout, Step}});
+handle({muc_retry, Room}, U = #u{step = online}) ->
+    join_room(U, Room),
+    U;
 handle({wake, At}, U = #u{timer_at = T}) ->
     due(U#u{timer_at = case At of T -> infinity; _ -> T end});
 handle(finish, U = #u{step = online}) ->
@@ -342,13 +351,15 @@ stanza(<<"iq">>, El, U = #u{step = session}) ->
     end;
 %% Online
 stanza(<<"message">>, El, U) ->
-    case throng_xml:attr(<<"type">>, El) of
+    Type = throng_xml:attr(<<"type">>, El),
+    case Type of
         <<"error">> -> throng_bench_metrics:inc(msgs_bounced);
         _ ->
             case throng_xml:subel(El, <<"x">>, ?NS_BENCH) of
                 undefined -> ok;
                 X ->
                     case throng_xml:attr(<<"r">>, X) =:= maps:get(run, cfg()) of
+                        true when Type =:= <<"groupchat">> -> received_muc(X);
                         true -> received(X, U);
                         %% sent by an earlier run (kept offline until now)
                         false -> throng_bench_metrics:inc(msgs_stale)
@@ -362,6 +373,16 @@ stanza(<<"iq">>, El, U) ->
 stanza(Name, _El, #u{step = Step}) when Step =/= online, Step =/= linger, Step =/= closing ->
     throw({fail, {unexpected, Step, Name}});
 stanza(_Name, _El, U) -> U.
+
+%% A groupchat message of this run, one of the room's copies: the fan-out
+%% latency from its send time.
+received_muc(X) ->
+    case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
+        T when is_integer(T) ->
+            throng_bench_metrics:inc(muc_received),
+            throng_bench_metrics:observe(delivery_muc, throng_bench_metrics:now_us() - T);
+        _ -> ok
+    end.
 
 %% A chat message of this run: its delivery latency from its send time.
 received(X, U) ->
@@ -454,9 +475,86 @@ logged_in(U = #u{t_login = T0, prof = P}) ->
                             {D, R1} = throng_bench_rand:sample_tiny(First, U3#u.rnd),
                             {NowMs + D, R1}
                     end,
-    U3#u{ka_at = KA, chat_at = ChatAt, rnd = Rnd}.
+    U4 = U3#u{ka_at = KA, chat_at = ChatAt, rnd = Rnd},
+    join_rooms(maps:get(muc, Prof, none), NowMs, U4).
 
-presence(El, U = #u{n = N, prof = P}) ->
+join_rooms(none, _NowMs, U) ->
+    U;
+join_rooms(#{rooms := Count, think := MucThink} = Muc, NowMs, U) ->
+    #{rooms := Rooms} = maps:get(muc, cfg()),
+    [join_room(U, (U#u.n + I) rem Rooms) || I <- lists:seq(0, min(Count, Rooms) - 1)],
+    case {MucThink, maps:get(first_after, Muc)} of
+        {none, _} -> U;
+        {_, none} ->
+            {Delay, R} = throng_bench_rand:sample_tiny(MucThink, U#u.rnd),
+            U#u{muc_at = NowMs + max(Delay, 1), rnd = R};
+        {_, First} ->
+            {Delay, R} = throng_bench_rand:sample_tiny(First, U#u.rnd),
+            U#u{muc_at = NowMs + max(Delay, 1), rnd = R}
+    end.
+
+%% XEP-0045 rooms: benchroomR@SERVICE, joined as the user's name, without
+%% history.
+
+room_jid(Room) ->
+    #{service := Service} = maps:get(muc, cfg()),
+    [<<"benchroom">>, integer_to_binary(Room), $@, Service].
+
+join_room(U = #u{n = N}, Room) ->
+    #{users := Users} = cfg(),
+    ok_send(U, [<<"<presence to='">>, room_jid(Room), $/, throng_bench_xmpp_users:name(Users, N),
+                <<"'><x xmlns='http://jabber.org/protocol/muc'><history maxstanzas='0'/></x></presence>">>]).
+
+%% Presence from a room: our own (110) means joined, and 201 that we created
+%% it (it is unlocked as an instant room); a locked room is tried again.
+room_presence(El, Room, U) ->
+    case throng_xml:attr(<<"type">>, El) of
+        <<"error">> ->
+            case error_condition(El) of
+                <<"item-not-found">> ->
+                    erlang:send_after(?MUC_RETRY_MS, self(), {muc_retry, Room}),
+                    U;
+                _ ->
+                    throng_bench_metrics:inc(muc_join_errors),
+                    U
+            end;
+        undefined ->
+            Codes = case throng_xml:subel(El, <<"x">>, ?NS_MUC_USER) of
+                        undefined -> [];
+                        X -> [throng_xml:attr(<<"code">>, S) || #xmlel{name = <<"status">>} = S <- throng_xml:subels(X)]
+                    end,
+            case lists:member(<<"110">>, Codes) andalso not lists:member(Room, U#u.rooms) of
+                false -> U;
+                true ->
+                    lists:member(<<"201">>, Codes) andalso
+                        ok_send(U, [<<"<iq type='set' id='mucinst' to='">>, room_jid(Room),
+                                    <<"'><query xmlns='http://jabber.org/protocol/muc#owner'>"
+                                      "<x xmlns='jabber:x:data' type='submit'/></query></iq>">>]),
+                    throng_bench_metrics:inc(muc_joined),
+                    U#u{rooms = [Room | U#u.rooms]}
+            end;
+        _ -> U
+    end.
+
+%% The room of a JID of the scenario's MUC service, or none.
+room_of(From) ->
+    #{service := Service} = maps:get(muc, cfg()),
+    case binary:split(From, <<"@">>) of
+        [<<"benchroom", R/binary>>, Rest] ->
+            case binary:split(Rest, <<"/">>) of
+                [Service | _] -> try binary_to_integer(R) catch error:badarg -> none end;
+                _ -> none
+            end;
+        _ -> none
+    end.
+
+presence(El, U) ->
+    case room_of(throng_xml:attr(<<"from">>, El, <<>>)) of
+        none -> contact_presence(El, U);
+        Room -> room_presence(El, Room, U)
+    end.
+
+contact_presence(El, U = #u{n = N, prof = P}) ->
     From = throng_xml:attr(<<"from">>, El, <<>>),
     Type = throng_xml:attr(<<"type">>, El),
     #{users := Users} = cfg(),
@@ -528,8 +626,8 @@ error_condition(El) ->
 %% Timed actions while online: one timer at a time, for the earliest of
 %% keepalive, next chat message and end of session.
 
-arm(U = #u{ka_at = KA, chat_at = Chat, end_at = End, timer_at = T}) ->
-    Next = lists:min([KA, Chat, End]),
+arm(U = #u{ka_at = KA, chat_at = Chat, muc_at = Muc, end_at = End, timer_at = T}) ->
+    Next = lists:min([KA, Chat, Muc, End]),
     case Next < T of
         true ->
             ok = throng_bench_wheel:wake_at(Next),
@@ -545,9 +643,13 @@ due(U = #u{step = online}) ->
          end,
     case U1 of
         #u{step = online} ->
-            U2 = case U1#u.chat_at =< Now of
-                     true -> chat(U1, Now);
-                     false -> U1
+            U2a = case U1#u.chat_at =< Now of
+                      true -> chat(U1, Now);
+                      false -> U1
+                  end,
+            U2 = case U2a#u.muc_at =< Now of
+                     true -> groupchat(U2a, Now);
+                     false -> U2a
                  end,
             case U2#u.ka_at =< Now of
                 true ->
@@ -585,6 +687,24 @@ chat(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
     {D, R2} = throng_bench_rand:sample_tiny(Think, R1),
     U#u{chat_at = Now + max(D, 1), rnd = R2}.
 
+%% A groupchat message to one of the rooms joined (none yet: try later).
+groupchat(U = #u{rooms = Rooms, prof = P, rnd = R0}, Now) ->
+    #{think := Think, size := Size} = maps:get(muc, profile(P)),
+    R2 = case Rooms of
+             [] -> R0;
+             _ ->
+                 {X, R1} = throng_bench_rand:tiny_uniform(R0),
+                 Room = lists:nth(floor(X * length(Rooms)) + 1, Rooms),
+                 Stamp = integer_to_binary(throng_bench_metrics:now_us()),
+                 ok_send(U, [<<"<message type='groupchat' to='">>, room_jid(Room), <<"'><body>">>,
+                             body(Size), <<"</body><x xmlns='urn:throng:bench' r='">>,
+                             maps:get(run, cfg()), <<"' t='">>, Stamp, <<"'/></message>">>]),
+                 throng_bench_metrics:inc(muc_sent),
+                 R1
+         end,
+    {D, R3} = throng_bench_rand:sample_tiny(Think, R2),
+    U#u{muc_at = Now + max(D, 1), rnd = R3}.
+
 body(Size) ->
     case persistent_term:get({?MODULE, body, Size}, undefined) of
         undefined ->
@@ -599,7 +719,8 @@ body(Size) ->
 leave(U = #u{presence_sent = P}, Linger) ->
     P andalso ok_send(U, <<"<presence type='unavailable'/>">>),
     erlang:send_after(Linger, self(), linger_done),
-    (cancel_step(U))#u{step = linger, ka_at = infinity, chat_at = infinity, end_at = infinity, pend = []}.
+    (cancel_step(U))#u{step = linger, ka_at = infinity, chat_at = infinity, muc_at = infinity,
+                       end_at = infinity, pend = []}.
 
 close_stream(U) ->
     _ = send(U, <<"</stream:stream>">>),
