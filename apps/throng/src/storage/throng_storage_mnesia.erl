@@ -24,7 +24,8 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
-         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
+         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
+         mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
@@ -39,13 +40,22 @@
                           owner :: pid(),
                           msg :: #offline_msg{}}).
 
+%% A message of a user's archive (XEP-0313). An ordered_set keyed by the
+%% user first and the id second: a user's archive is one range of the
+%% table, in the archive's order, so that a page is found in O(log n) and
+%% read in its own size, from either end.
+-record(throng_mam, {key :: {{binary(), binary()}, non_neg_integer()},
+                     peer :: {binary(), binary()},
+                     packet :: binary()}).
+
 -define(TABLES,
         [{throng_account, set, record_info(fields, throng_account)},
          {throng_roster, bag, record_info(fields, throng_roster)},
          {throng_roster_ver, set, record_info(fields, throng_roster_ver)},
          {throng_offline, bag, record_info(fields, throng_offline)},
          {throng_kv, set, record_info(fields, throng_kv)},
-         {throng_inflight, ordered_set, record_info(fields, throng_inflight)}]).
+         {throng_inflight, ordered_set, record_info(fields, throng_inflight)},
+         {throng_mam, ordered_set, record_info(fields, throng_mam)}]).
 
 -define(LOAD_TIMEOUT_MS, 600000).
 -define(BYTES_KEY, {?MODULE, offline_bytes}).
@@ -718,3 +728,136 @@ kv_delete(Bucket, Key) when is_atom(Bucket) ->
 kv_keys(Bucket) when is_atom(Bucket) ->
     dirty_select(throng_kv, [{#throng_kv{key = {Bucket, '$1'}, value = '_'}, [], ['$1']}]).
 
+
+%%% Message archive (XEP-0313)
+
+%% The id is taken in the transaction: another node may have archived a
+%% message for the same user in the same microsecond.
+-spec mam_store(binary(), binary(), #mam_msg{}) -> non_neg_integer().
+mam_store(U, S, #mam_msg{id = Id0, peer = Peer, packet = Packet}) ->
+    US = {U, S},
+    tx(fun() ->
+               Id = free_id(US, Id0),
+               mnesia:write(#throng_mam{key = {US, Id}, peer = Peer, packet = Packet}),
+               Id
+       end).
+
+free_id(US, Id) ->
+    case mnesia:read(throng_mam, {US, Id}, write) of
+        [] -> Id;
+        [_] -> free_id(US, Id + 1)
+    end.
+
+%% A range is walked key by key from the end the query reads from (one
+%% ordered_set step each, O(log n)), so that a page reads its own rows and
+%% those the peer filter skips, not the rest of the archive.
+-spec mam_query(binary(), binary(), #mam_filter{}, throng_storage:mam_direction(),
+                non_neg_integer()) -> [#mam_msg{}].
+mam_query(U, S, #mam_filter{ids = any, min = Min} = F, forward, Limit) ->
+    US = {U, S},
+    walk(fun mnesia:dirty_next/2, {US, Min - 1}, US, F, Limit, []);
+mam_query(U, S, #mam_filter{ids = any, max = Max} = F, backward, Limit) ->
+    US = {U, S},
+    lists:reverse(walk(fun mnesia:dirty_prev/2, {US, Max + 1}, US, F, Limit, []));
+mam_query(U, S, #mam_filter{ids = Ids} = F, Direction, Limit) ->
+    US = {U, S},
+    Found = [M || Id <- lists:usort(Ids), M <- read_mam(US, Id), selects(F, M)],
+    case Direction of
+        forward -> lists:sublist(Found, Limit);
+        backward -> lists:nthtail(max(0, length(Found) - Limit), Found)
+    end.
+
+%% Acc ends up in the reverse order of the walk.
+walk(_Step, _Key, _US, _F, 0, Acc) ->
+    lists:reverse(Acc);
+walk(Step, Key, US, #mam_filter{min = Min, max = Max} = F, Limit, Acc) ->
+    case dirty_step(Step, Key) of
+        {US, Id} = Next when Id >= Min, Id =< Max ->
+            case [M || M <- read_mam(US, Id), selects(F, M)] of
+                [M] -> walk(Step, Next, US, F, Limit - 1, [M | Acc]);
+                [] -> walk(Step, Next, US, F, Limit, Acc)
+            end;
+        _EndOfRange ->
+            lists:reverse(Acc)
+    end.
+
+dirty_step(Step, Key) ->
+    try Step(throng_mam, Key)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+read_mam(US, Id) ->
+    [#mam_msg{id = Id, peer = P, packet = B}
+     || #throng_mam{peer = P, packet = B} <- dirty_read(throng_mam, {US, Id})].
+
+selects(#mam_filter{min = Min, max = Max, with = With}, #mam_msg{id = Id, peer = Peer}) ->
+    Id >= Min andalso Id =< Max andalso with_matches(With, Peer).
+
+with_matches(any, _Peer) -> true;
+with_matches({Bare, any}, {Bare, _}) -> true;
+with_matches({Bare, Res}, {Bare, Res}) -> true;
+with_matches(_, _) -> false.
+
+%% A select over the user's range (the key's bound prefix keeps it there).
+-spec mam_count(binary(), binary(), #mam_filter{}) -> non_neg_integer().
+mam_count(U, S, #mam_filter{ids = any, min = Min, max = Max, with = With}) ->
+    Peer = case With of
+               any -> '_';
+               {Bare, any} -> {Bare, '_'};
+               {Bare, Res} -> {Bare, Res}
+           end,
+    length(dirty_select(throng_mam, [{{throng_mam, {{U, S}, '$1'}, Peer, '_'},
+                                      [{'>=', '$1', Min}, {'=<', '$1', Max}], [true]}]));
+mam_count(U, S, Filter) ->
+    length(mam_query(U, S, Filter, forward, length(Filter#mam_filter.ids))).
+
+-spec mam_delete_user(binary(), binary()) -> ok.
+mam_delete_user(U, S) ->
+    US = {U, S},
+    Ids = dirty_select(throng_mam, [{{throng_mam, {US, '$1'}, '_', '_'}, [], ['$1']}]),
+    delete_mam(US, Ids).
+
+%% In transactions of ?BULK_BATCH rows.
+delete_mam(_US, []) ->
+    ok;
+delete_mam(US, Ids) ->
+    {Batch, Rest} = split(?BULK_BATCH, Ids),
+    tx(fun() -> lists:foreach(fun(Id) -> mnesia:delete({throng_mam, {US, Id}}) end, Batch) end),
+    delete_mam(US, Rest).
+
+%% The keys of the server's archives are read in chunks, in the table's
+%% order (user by user, oldest first): one user's ids are held at a time.
+-spec mam_expire(binary(), non_neg_integer(), non_neg_integer() | infinity) -> non_neg_integer().
+mam_expire(S, Before, MaxPerUser) ->
+    Spec = [{{throng_mam, {{'$1', S}, '$2'}, '_', '_'}, [], [{{'$1', '$2'}}]}],
+    First = fun() -> mnesia:select(throng_mam, Spec, ?BULK_BATCH, read) end,
+    expire_chunks(activity(First), S, Before, MaxPerUser, none, [], 0).
+
+activity(F) ->
+    try mnesia:activity(async_dirty, F)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+%% User: the user whose ids (newest first) are in Ids.
+expire_chunks('$end_of_table', S, Before, Max, User, Ids, N) ->
+    N + expire_user(S, User, Ids, Before, Max);
+expire_chunks({Keys, Cont}, S, Before, Max, User0, Ids0, N0) ->
+    {User, Ids, N} =
+        lists:foldl(fun({U, Id}, {U, Acc, N}) -> {U, [Id | Acc], N};
+                       ({U, Id}, {Prev, Acc, N}) ->
+                            {U, [Id], N + expire_user(S, Prev, Acc, Before, Max)}
+                    end, {User0, Ids0, N0}, Keys),
+    expire_chunks(activity(fun() -> mnesia:select(Cont) end), S, Before, Max, User, Ids, N).
+
+expire_user(_S, none, _Ids, _Before, _Max) ->
+    0;
+expire_user(S, U, NewestFirst, Before, Max) ->
+    Kept = case Max of
+               infinity -> NewestFirst;
+               _ -> lists:sublist(NewestFirst, Max)
+           end,
+    Doomed = [Id || Id <- NewestFirst, Id < Before] ++
+        lists:nthtail(length(Kept), NewestFirst),
+    Unique = lists:usort(Doomed),
+    delete_mam({U, S}, Unique),
+    length(Unique).
