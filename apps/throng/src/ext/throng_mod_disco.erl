@@ -2,7 +2,8 @@
 %% identities and features of every module enabled on the host (assembled
 %% once at boot, {@link throng_ext}); disco#info of a user's bare JID
 %% answers for the account, to the account itself and to entities it shares
-%% its presence with (XEP-0030 §8; others get service-unavailable).
+%% its presence with (XEP-0030 §8; others get service-unavailable), with the
+%% features modules add for accounts (an archive, XEP-0313 §8).
 %% disco#items lists nothing yet (no services).
 -module(throng_mod_disco).
 -behaviour(throng_ext).
@@ -52,9 +53,10 @@ server_items(IQ, Ctx) ->
 %% @doc disco#info of a user's bare JID, answered by the server on the
 %% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
-account_info(IQ, Ctx) ->
+account_info(IQ, #{host := Host} = Ctx) ->
     for_account(IQ, Ctx, fun() ->
-        info([{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
+        info([{<<"account">>, <<"registered">>, <<>>}],
+             [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])
     end).
 
 %% @doc disco#items of a user's bare JID (none are listed).
