@@ -1,6 +1,7 @@
 %%% The pure parts of XEP-0313 archiving: the ids clients see
 %%% (throng_mam_id), the query's form and RSM and the paging over an archive
-%%% (throng_mam_query, against a model of storage).
+%%% (throng_mam_query, against a model of storage), which messages are
+%%% archivable and the preferences' element (throng_mod_mam).
 -module(throng_mam_tests).
 
 %% Debian's erlang-proper ships no proper.hrl: the forms used here.
@@ -284,3 +285,52 @@ fin_test() ->
                                            index => undefined}, fun integer_to_binary/1),
     ?assertEqual(<<"<fin xmlns='urn:xmpp:mam:2' complete='false'><set xmlns='http://jabber.org/"
                    "protocol/rsm'><count>0</count></set></fin>">>, throng_xml:to_binary(Empty)).
+
+%%% What is archived
+
+msg(Type, Children) ->
+    #xmlel{name = <<"message">>, attrs = [{<<"type">>, T} || T <- [Type], T =/= none],
+           children = Children}.
+
+body() -> #xmlel{name = <<"body">>, children = [{xmlcdata, <<"hi">>}]}.
+el(Name, NS) -> #xmlel{name = Name, attrs = [{<<"xmlns">>, NS}]}.
+
+archivable_test_() ->
+    Hint = fun(N) -> el(N, <<"urn:xmpp:hints">>) end,
+    Cases = [{true, msg(<<"chat">>, [body()])},
+             {true, msg(<<"normal">>, [body()])},
+             {true, msg(none, [body()])},
+             {true, msg(<<"chat">>, [Hint(<<"store">>)])},
+             {false, msg(<<"chat">>, [el(<<"active">>, <<"http://jabber.org/protocol/chatstates">>)])},
+             {false, msg(<<"chat">>, [body(), Hint(<<"no-store">>)])},
+             {false, msg(<<"chat">>, [body(), Hint(<<"no-permanent-store">>)])},
+             {false, msg(<<"groupchat">>, [body()])},
+             {false, msg(<<"headline">>, [body()])},
+             {false, msg(<<"error">>, [body()])},
+             {false, msg(<<"chat">>, [body(), el(<<"received">>, <<"urn:xmpp:carbons:2">>)])},
+             {false, msg(<<"chat">>, [el(<<"sent">>, <<"urn:xmpp:carbons:2">>)])},
+             {false, msg(none, [el(<<"result">>, <<"urn:xmpp:mam:2">>)])},
+             {false, #xmlel{name = <<"iq">>, children = [body()]}},
+             {false, msg(<<"chat">>, [el(<<"body">>, <<"urn:example:other">>)])}],
+    [?_assertEqual(Want, throng_mod_mam:archivable(El)) || {Want, El} <- Cases].
+
+%%% Preferences
+
+prefs_round_trip_test() ->
+    El = throng_mod_mam:prefs_el(<<"urn:xmpp:mam:2">>,
+                                 {roster, [<<"romeo@montague.lit">>], [<<"a@b/c">>]}),
+    ?assertEqual(<<"<prefs xmlns='urn:xmpp:mam:2' default='roster'><always><jid>romeo@montague.lit"
+                   "</jid></always><never><jid>a@b/c</jid></never></prefs>">>,
+                 throng_xml:to_binary(El)),
+    ?assertEqual({ok, {roster, [<<"romeo@montague.lit">>], [<<"a@b/c">>]}},
+                 throng_mod_mam:parse_prefs(El)).
+
+prefs_are_normalized_and_lists_optional_test() ->
+    {ok, _} = application:ensure_all_started(stringprep),
+    P = #xmlel{name = <<"prefs">>, attrs = [{<<"default">>, <<"never">>}],
+               children = [#xmlel{name = <<"always">>,
+                                  children = [#xmlel{name = <<"jid">>,
+                                                     children = [{xmlcdata, <<"Romeo@Montague.LIT">>}]}]}]},
+    ?assertEqual({ok, {never, [<<"romeo@montague.lit">>], []}}, throng_mod_mam:parse_prefs(P)),
+    ?assertEqual(error, throng_mod_mam:parse_prefs(P#xmlel{attrs = [{<<"default">>, <<"sometimes">>}]})),
+    ?assertEqual(error, throng_mod_mam:parse_prefs(P#xmlel{attrs = []})).

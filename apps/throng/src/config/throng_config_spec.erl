@@ -119,6 +119,7 @@ spec() ->
 modules() ->
     [{disco, throng_mod_disco},
      {last, throng_mod_last},
+     {mam, throng_mod_mam},
      {offline, throng_mod_offline},
      {ping, throng_mod_ping},
      {register, throng_mod_register},
@@ -126,7 +127,8 @@ modules() ->
      {version, throng_mod_version}].
 
 %% @doc The modules enabled when the configuration has no `modules' key:
-%% every feature Throng had before modules existed, and XEP-0012.
+%% every module of the catalog (XEP-0313 archiving included: clients
+%% expect it; docs/extensions.md says what it costs).
 -spec default_modules() -> #{atom() => map()}.
 default_modules() ->
     maps:from_list([{Name, #{}} || {Name, _} <- modules()]).
