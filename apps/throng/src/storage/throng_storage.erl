@@ -9,7 +9,9 @@
 %% Every function either returns one of the results in its spec or raises
 %% `error({storage_failed, Reason})' ({@link failure()}); no other exception
 %% comes out of storage. A write that returns is durable: it survives
-%% `kill -9' of the node and a crash of the machine. When a write raises,
+%% `kill -9' of the node and a crash of the machine (one exception,
+%% spelled out: {@link mam_store/3}, durable a few tens of milliseconds
+%% later). When a write raises,
 %% it was not acknowledged and its outcome depends on Reason:
 %% <ul>
 %% <li>`{aborted, Why}': the transaction did not commit; nothing changed.</li>
@@ -161,8 +163,14 @@
 -callback node_up(node()) -> ok.
 %% The message archive (XEP-0313). mam_store keeps a message in the user's
 %% archive under its id or, when another message has that id (two nodes
-%% archiving in the same microsecond), the next free one after it, and
-%% returns the id it used; durable when it returns. mam_query returns the
+%% archiving in the same microsecond, or an id of an earlier run after the
+%% clock went back), the next free one after it, and returns the id it
+%% used. It runs for every message archived, so it may return before the
+%% write is on disk, once every later read sees it, if the write becomes
+%% durable within a few tens of milliseconds without another call (the
+%% only write of this behaviour allowed to: Mnesia alone on its node
+%% commits it in a group 20 ms later; PostgreSQL returns after the
+%% commit). mam_query returns the
 %% messages the filter selects, in ascending order of id: the first Limit
 %% of them (forward) or the last Limit (backward); it reads no more of the
 %% archive than it needs to. mam_count counts what the filter selects (may
@@ -264,7 +272,9 @@ offline_bytes() -> (backend()):offline_bytes().
 %%% Message archive (XEP-0313)
 
 %% @doc Archives a message for the user; the id it was stored under (the
-%% message's own, or the next free one). Durable when it returns.
+%% message's own, or the next free one). Read by every query when it
+%% returns; durable then, or a few tens of milliseconds later (see the
+%% callback).
 -spec mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
 mam_store(U, S, Msg) -> (backend()):mam_store(U, S, Msg).
 
