@@ -82,19 +82,14 @@ decode(_Key, _Text) ->
 
 %% 16 bytes are 22 characters and "==" of base64; + and / become - and _.
 url_safe(<<Text:22/binary, "==">>) ->
-    << <<(swap(C))>> || <<C>> <= Text >>.
+    binary:replace(binary:replace(Text, <<"+">>, <<"-">>, [global]), <<"/">>, <<"_">>, [global]).
 
+%% A + or / (not URL-safe base64) becomes a character base64 refuses.
 from_url_safe(Text) ->
-    << <<(unswap(C))>> || <<C>> <= Text >>.
-
-swap($+) -> $-;
-swap($/) -> $_;
-swap(C) -> C.
-
-%% A character base64 does not use stays as it is, and base64:decode
-%% refuses it.
-unswap($-) -> $+;
-unswap($_) -> $/;
-unswap($+) -> $!;
-unswap($/) -> $!;
-unswap(C) -> C.
+    case binary:match(Text, [<<"+">>, <<"/">>]) of
+        nomatch ->
+            binary:replace(binary:replace(Text, <<"-">>, <<"+">>, [global]), <<"_">>, <<"/">>,
+                           [global]);
+        _ ->
+            <<"!">>
+    end.

@@ -252,7 +252,8 @@ archivable(_) ->
 wanted(U, S, Peer) ->
     {Default, Always, Never} = prefs(U, S),
     Bare = throng_jid:bare(Peer),
-    Listed = fun(JIDs) -> lists:member(throng_jid:to_binary(Peer), JIDs)
+    Listed = fun([]) -> false;
+                (JIDs) -> lists:member(throng_jid:to_binary(Peer), JIDs)
                               orelse lists:member(throng_jid:to_binary(Bare), JIDs)
              end,
     case {Listed(Never), Listed(Always), Default} of
