@@ -61,9 +61,13 @@
 -define(BYTES_KEY, {?MODULE, offline_bytes}).
 -define(DISC_KEY, {?MODULE, disc_nodes}).
 %% An archive write asks for a group commit this much later (one for every
-%% write of that moment), instead of waiting for one.
+%% write of that moment), instead of waiting for one; but it waits when
+%% this many archive writes are not known to be on disk yet. The atomics:
+%% 1, a commit is scheduled; 2, archive writes made; 3, of those, the ones
+%% known to be on disk.
 -define(SOON_KEY, {?MODULE, sync_soon}).
 -define(SOON_MS, 20).
+-define(MAX_UNSYNCED, 1000).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
@@ -89,7 +93,7 @@ init() ->
         persistent_term:put(?DISC_KEY, disc_nodes()),
         count_offline_bytes(),
         persistent_term:get(?SOON_KEY, undefined) =:= undefined andalso
-            persistent_term:put(?SOON_KEY, atomics:new(1, [])),
+            persistent_term:put(?SOON_KEY, atomics:new(3, [])),
         recover_at_boot()
     catch
         throw:{storage_init, Text} ->
@@ -746,7 +750,12 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 %% query sees it) when this returns, and on disk ?SOON_MS ms and an fsync
 %% later; a kill -9 of the node or a crash of the machine in between may
 %% lose it (measured: 1,000 writes and an immediate halt kept 363; 100 ms
-%% later, all). In a
+%% later, all). Mnesia writes its log in one process, which gets no more
+%% CPU than any session: when writes come faster than it writes them, the
+%% writer that finds ?MAX_UNSYNCED archive writes not synced waits for a
+%% commit, so that the backlog (and what a crash can lose) stays bounded
+%% and the senders slow down instead (measured without it: 365,000 writes
+%% queued behind the log under load, and growing). In a
 %% cluster another node may archive for the same user in the same
 %% microsecond: a transaction takes the id, and the write is durable when
 %% this returns.
@@ -759,7 +768,11 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             try mnesia:dirty_write(mam_row(US, Id, Msg))
             catch exit:{aborted, Why} -> failed({aborted, Why})
             end,
-            sync_soon(),
+            Ref = persistent_term:get(?SOON_KEY),
+            case atomics:add_get(Ref, 2, 1) - atomics:get(Ref, 3) > ?MAX_UNSYNCED of
+                true -> sync_unsynced();
+                false -> sync_soon()
+            end,
             Id;
         _Shared ->
             tx(fun() ->
@@ -794,7 +807,7 @@ sync_soon() ->
             _ = spawn(fun() ->
                               timer:sleep(?SOON_MS),
                               atomics:put(Ref, 1, 0),
-                              case sync() of
+                              case sync_unsynced() of
                                   ok -> ok;
                                   {error, Why} ->
                                       logger:error(#{what => mam_sync_failed, reason => Why})
@@ -803,6 +816,23 @@ sync_soon() ->
             ok;
         _Pending ->
             ok
+    end.
+
+%% A commit covers every write made before it starts: once it succeeds,
+%% the writes counted then are known to be on disk.
+sync_unsynced() ->
+    Ref = persistent_term:get(?SOON_KEY),
+    Made = atomics:get(Ref, 2),
+    case sync() of
+        ok -> synced_up_to(Ref, Made);
+        {error, _} = Error -> Error
+    end.
+
+synced_up_to(Ref, Made) ->
+    Known = atomics:get(Ref, 3),
+    case Made =< Known orelse atomics:compare_exchange(Ref, 3, Known, Made) =:= ok of
+        true -> ok;
+        false -> synced_up_to(Ref, Made)
     end.
 
 %% Without a peer filter, a range is walked key by key from the end the
