@@ -76,6 +76,12 @@ n=$("$T" accounts localhost)
 CA="$WORK/data/tls/selfsigned.crt"
 expect "slixmpp: SCRAM over STARTTLS, subscriptions, messages, presence, offline delivery, direct TLS" \
     $PY "$ROOT/test/e2e/slixmpp_e2e.py" 127.0.0.1 "$PORT" "$CA" "$((PORT + 1))"
+# The message archive with slixmpp's MAM plugins, for two users of their
+# own (removed after: the account counts below stay as they are).
+expect "register mia and noah" sh -c "'$T' register mia localhost secret && '$T' register noah localhost secret"
+expect "slixmpp MAM: stanza ids, RSM paging, with, last page, catching up after offline" \
+    $PY "$ROOT/test/e2e/mam_e2e.py" 127.0.0.1 "$PORT" "$CA" mia noah
+expect "unregister mia and noah" sh -c "'$T' unregister mia localhost && '$T' unregister noah localhost"
 
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &
