@@ -770,7 +770,7 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             end,
             Ref = persistent_term:get(?SOON_KEY),
             case atomics:add_get(Ref, 2, 1) - atomics:get(Ref, 3) > ?MAX_UNSYNCED of
-                true -> sync_unsynced();
+                true -> _ = sync_unsynced(), ok;
                 false -> sync_soon()
             end,
             Id;
@@ -807,11 +807,7 @@ sync_soon() ->
             _ = spawn(fun() ->
                               timer:sleep(?SOON_MS),
                               atomics:put(Ref, 1, 0),
-                              case sync_unsynced() of
-                                  ok -> ok;
-                                  {error, Why} ->
-                                      logger:error(#{what => mam_sync_failed, reason => Why})
-                              end
+                              sync_unsynced()
                       end),
             ok;
         _Pending ->
@@ -819,7 +815,10 @@ sync_soon() ->
     end.
 
 %% A commit covers every write made before it starts: once it succeeds,
-%% the writes counted then are known to be on disk.
+%% the writes counted then are known to be on disk. When it fails
+%% (throng_mnesia_sync logs it, once for all who shared it) the archive
+%% writes are in the table all the same, stay counted as not on disk, and
+%% the next commit tries again.
 sync_unsynced() ->
     Ref = persistent_term:get(?SOON_KEY),
     Made = atomics:get(Ref, 2),
