@@ -96,6 +96,13 @@ expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0352/xep_0191: carbons b
 expect "slixmpp xep_0045: create (201) and configure a room, join, groupchat both ways, history on a second join, the room listed" \
     $PY "$ROOT/test/e2e/muc_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost conference.localhost
 
+# The message archive with slixmpp's MAM plugins, for two users of their
+# own (removed after: the account counts below stay as they are).
+expect "register mia and noah" sh -c "'$T' register mia localhost secret && '$T' register noah localhost secret"
+expect "slixmpp MAM: stanza ids, RSM paging, with, last page, catching up after offline" \
+    $PY "$ROOT/test/e2e/mam_e2e.py" 127.0.0.1 "$PORT" "$CA" mia noah
+expect "unregister mia and noah" sh -c "'$T' unregister mia localhost && '$T' unregister noah localhost"
+
 # sessions and kick, with a client that stays connected.
 $PY - "$PORT" "$CA" <<'PYEOF' &
 import asyncio, sys, slixmpp

@@ -68,4 +68,22 @@
 -record(offline_msg, {timestamp :: integer(),      %% microseconds since the epoch
                       from :: binary(),            %% full JID of the sender
                       packet :: binary()}).        %% the serialized stanza
+
+%% A message in a user's archive (XEP-0313). The id is the time it was
+%% archived, in microseconds since the epoch, made unique in the archive
+%% (its order is the archive's order); the peer is the other party, as a
+%% bare JID and a resource (<<>>: none); the packet is the stanza with its
+%% from and to, serialized.
+-record(mam_msg, {id :: non_neg_integer(),
+                  peer :: {binary(), binary()},
+                  packet :: binary()}).
+
+%% Which messages of an archive a query reads: ids from min to max
+%% (inclusive), with a peer (any; a bare JID with any resource; a bare JID
+%% and one resource), and only those ids when ids is a list.
+-define(MAM_MAX_ID, 16#7fffffffffffffff).
+-record(mam_filter, {min = 0 :: non_neg_integer(),
+                     max = ?MAM_MAX_ID :: non_neg_integer(),
+                     with = any :: any | {binary(), any | binary()},
+                     ids = any :: any | [non_neg_integer()]}).
 -endif.

@@ -3,7 +3,8 @@
 %% priorities across nodes, "newer session wins" across nodes, kick,
 %% roster pushes to every resource, offline storage when the last resource
 %% leaves, the loss of a node (`halt' without any clean-up) and its return,
-%% and the shared client port (SO_REUSEPORT).
+%% the shared client port (SO_REUSEPORT), and the message archive of users
+%% on nodes that keep no copy of the tables.
 %%
 %% Node 1 keeps the Mnesia tables (cluster.db_nodes); nodes 2 and 3 keep no
 %% copy and use them remotely; nodes 2 and 3 join through cluster.seeds.
@@ -24,7 +25,7 @@ all() ->
      roster_push_to_every_resource, offline_when_last_resource_leaves,
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
-     vcard_hash_across_nodes].
+     vcard_hash_across_nodes, archive_across_nodes].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -94,6 +95,31 @@ message_to_bare_and_full_jid(Config) ->
                       children = [#xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, <<"urn:x">>}]}]}),
     Q = ?C:recv_stanza(B),
     ?assertEqual(<<"q1">>, throng_xml:attr(<<"id">>, Q)),
+    [?C:close(C) || C <- [A, B]].
+
+%% XEP-0313 between nodes that keep no copy: Alice on node 2 writes both
+%% archives (in a transaction on node 1's tables: another node may take
+%% the same id); Bob on node 3 gets the stanza ids node 2 made and finds
+%% them in his archive, read through node 3 (the key of the ids is one for
+%% the cluster); the db node holds both copies.
+archive_across_nodes(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, Body)) || Body <- [<<"one">>, <<"two">>]],
+    Got = [?C:recv_stanza(B) || _ <- [1, 2]],
+    ?assertEqual([<<"one">>, <<"two">>], [body(M) || M <- Got]),
+    Ids = [throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"stanza-id">>, <<"urn:xmpp:sid:0">>))
+           || M <- Got],
+    ?C:send(B, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"mam1">>}],
+                      children = [#xmlel{name = <<"query">>,
+                                         attrs = [{<<"xmlns">>, <<"urn:xmpp:mam:2">>}]}]}),
+    [R1, R2, Fin] = [?C:recv_stanza(B) || _ <- [1, 2, 3]],
+    ?assertEqual(Ids, [throng_xml:attr(<<"id">>, throng_xml:subel(R, <<"result">>)) || R <- [R1, R2]]),
+    ?assertEqual(<<"mam1">>, throng_xml:attr(<<"id">>, Fin)),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
     [?C:close(C) || C <- [A, B]].
 
 presence_across_nodes(Config) ->

@@ -28,7 +28,8 @@ groups() ->
             login_while_store_fails_is_temporary, offline_message_while_store_fails_is_an_error],
     [{mnesia, [], [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
                    offline_claim_keeps_messages_when_sync_fails,
-                   sync_process_down_fails_the_write | Both]},
+                   sync_process_down_fails_the_write, archive_writes_are_synced_soon,
+                   archive_writes_wait_when_the_log_falls_behind | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
 init_per_group(Group, Config) ->
@@ -88,6 +89,60 @@ msg(Body) ->
 %%% Cases
 
 %% Each kind of write raises {storage_failed, {sync, _}} when its sync fails.
+%% The one write that does not wait for the disk (throng_storage:mam_store/3,
+%% a message archived on its way): the log is synced soon after, once for
+%% a burst of them, and again for the writes after that sync.
+archive_writes_are_synced_soon(_Config) ->
+    Self = self(),
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = meck:expect(mnesia, sync_log, fun() -> Self ! synced, meck:passthrough([]) end),
+    Store = fun(Id) -> throng_storage:mam_store(<<"alice">>, ?S,
+                                                #mam_msg{id = Id, peer = {<<"bob@localhost">>, <<>>},
+                                                         packet = <<"<message/>">>})
+            end,
+    {Micros, _} = timer:tc(fun() -> [Store(Id) || Id <- lists:seq(1, 100)] end),
+    %% Not one sync each: one for every 20 ms the burst took, and the last.
+    timer:sleep(300),
+    Syncs = count_syncs(0),
+    ct:pal("100 archive writes in ~b us, ~b syncs", [Micros, Syncs]),
+    ?assert(Syncs >= 1),
+    ?assert(Syncs =< Micros div 20000 + 2),
+    101 = Store(101),
+    receive synced -> ok after 1000 -> ct:fail(no_sync_after_the_first) end,
+    ?assertEqual(101, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
+
+%% When syncs do not keep up, archive writes stop running ahead: past 1,000
+%% that are not known to be on disk, a writer waits for a commit (here the
+%% log's sync is held until the test lets it go).
+archive_writes_wait_when_the_log_falls_behind(_Config) ->
+    Gate = ets:new(gate, [public]),
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = meck:expect(mnesia, sync_log, fun() -> wait_gate(Gate), meck:passthrough([]) end),
+    Self = self(),
+    Writer = spawn_link(fun() ->
+                                [throng_storage:mam_store(<<"alice">>, ?S,
+                                                          #mam_msg{id = Id, peer = {<<"bob@localhost">>, <<>>},
+                                                                   packet = <<"<message/>">>})
+                                 || Id <- lists:seq(1, 1500)],
+                                Self ! {written, self()}
+                        end),
+    receive {written, Writer} -> ct:fail(not_held_back) after 500 -> ok end,
+    Held = throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{}),
+    ct:pal("held back after ~b writes", [Held]),
+    ?assert(Held > 1000 andalso Held < 1010),
+    ets:insert(Gate, {open}),
+    receive {written, Writer} -> ok after 10000 -> ct:fail(still_held) end,
+    ?assertEqual(1500, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
+
+wait_gate(Gate) ->
+    case ets:member(Gate, open) of
+        true -> ok;
+        false -> timer:sleep(10), wait_gate(Gate)
+    end.
+
+count_syncs(N) ->
+    receive synced -> count_syncs(N + 1) after 0 -> N end.
+
 every_write_fails_when_sync_fails(_Config) ->
     fail_syncs_with({error, {file_error, "LATEST.LOG", eio}}),
     Sync = {sync, {file_error, "LATEST.LOG", eio}},

@@ -260,17 +260,24 @@ disco_node_answered_by_module(_) ->
                   answered(?C:iq(A, <<"get">>, NodeQ(NS, <<"nobody's">>), [{<<"to">>, ?HOST}])))
      || NS <- [?NS_DISCO_INFO, ?NS_DISCO_ITEMS]].
 
-%% The module's feature and identity are in the domain's disco#info only
-%% once it is enabled.
+%% The module's feature and identity are in the domain's disco#info, and
+%% its account feature in that of a user's bare JID (not the domain's),
+%% only once it is enabled.
 disco_only_when_enabled(_) ->
     A = login(<<"alice">>),
     {Ids0, Fs0} = disco(A, ?HOST),
     ?assertNot(lists:member(?X:ns(), Fs0)),
     ?assertNot(lists:member(?X:identity(), Ids0)),
+    {_, Account0} = disco(A, <<"alice@", ?HOST/binary>>),
+    ?assertNot(lists:member(?X:ns_account(), Account0)),
     install(),
     {Ids1, Fs1} = disco(A, ?HOST),
     ?assert(lists:member(?X:ns(), Fs1)),
     ?assert(lists:member(?X:identity(), Ids1)),
+    ?assertNot(lists:member(?X:ns_account(), Fs1)),
+    {_, Account1} = disco(A, <<"alice@", ?HOST/binary>>),
+    ?assert(lists:member(?X:ns_account(), Account1)),
+    ?assertEqual([], Account0 -- Account1),
     %% The server's own identity and features stay.
     ?assert(lists:member({<<"server">>, <<"im">>, <<"Throng">>}, Ids1)),
     ?assertEqual([], Fs0 -- Fs1).

@@ -4,11 +4,13 @@
 %% bulk registration, rosters (with concurrent read-modify-write changes
 %% that must lose no update), offline messages and their limits and totals,
 %% messages in flight (claim, return, recover), the key-value store with
-%% term keys, and failures (storage_failed, nothing changed).
+%% term keys, the message archive (ids, ranges from either end, filters,
+%% expiry), and failures (storage_failed, nothing changed).
 %%
 %% Group pgsql_only: what only the PostgreSQL backend has: the schema and
-%% its version at start-up, a database that goes away and comes back, data
-%% kept across a restart of the server.
+%% its version at start-up, a migration from an older version, a database
+%% that goes away and comes back, data kept across a restart of the
+%% server.
 -module(storage_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -25,7 +27,8 @@ all() ->
 
 groups() ->
     throng_ct:backend_groups(contract()) ++
-        [{pgsql_only, [], [schema_is_created_and_versioned, newer_schema_is_refused,
+        [{pgsql_only, [], [schema_is_created_and_versioned, older_schema_is_migrated,
+                           newer_schema_is_refused,
                            foreign_tables_are_refused, unreachable_database_stops_the_boot,
                            database_down_fails_fast_and_comes_back,
                            committed_data_survives_a_server_restart,
@@ -39,7 +42,9 @@ contract() ->
      concurrent_roster_updates_lose_nothing, failing_roster_fun_changes_nothing,
      offline_limits, concurrent_offline_stores_respect_the_limit, offline_totals_follow_the_store,
      inflight_claim_return_delete, inflight_recover_orphans_and_all,
-     kv_term_keys, batch_returns_the_result].
+     kv_term_keys, batch_returns_the_result,
+     mam_store_takes_the_next_free_id, mam_query_reads_either_end_of_a_range,
+     mam_filters_and_counts, mam_delete_user_and_expire].
 
 init_per_group(pgsql_only, Config) ->
     throng_ct:init_backend(pgsql, Config);
@@ -367,6 +372,99 @@ batch_returns_the_result(_) ->
     ?assertEqual({ok, v}, ?ST:kv_get(mod_a, k)),
     ?assertEqual(1, ?ST:offline_count(<<"alice">>, ?S)).
 
+%%% Message archive
+
+mam(Id, Bare, Res) ->
+    #mam_msg{id = Id, peer = {Bare, Res},
+             packet = <<"<message><body>", (integer_to_binary(Id))/binary, "</body></message>">>}.
+
+ids(Msgs) -> [Id || #mam_msg{id = Id} <- Msgs].
+
+%% An id another message of the archive has moves on to the next free one;
+%% another user's archive has ids of its own.
+mam_store_takes_the_next_free_id(_) ->
+    ?assertEqual(10, ?ST:mam_store(<<"alice">>, ?S, mam(10, <<"bob@localhost">>, <<>>))),
+    ?assertEqual(11, ?ST:mam_store(<<"alice">>, ?S, mam(10, <<"bob@localhost">>, <<"r">>))),
+    ?assertEqual(12, ?ST:mam_store(<<"alice">>, ?S, mam(10, <<"bob@localhost">>, <<"r">>))),
+    ?assertEqual(10, ?ST:mam_store(<<"carol">>, ?S, mam(10, <<"bob@localhost">>, <<>>))),
+    [M10, M11, M12] = ?ST:mam_query(<<"alice">>, ?S, #mam_filter{}, forward, 10),
+    ?assertEqual({10, {<<"bob@localhost">>, <<>>}}, {M10#mam_msg.id, M10#mam_msg.peer}),
+    ?assertEqual({11, {<<"bob@localhost">>, <<"r">>}}, {M11#mam_msg.id, M11#mam_msg.peer}),
+    ?assertEqual(12, M12#mam_msg.id),
+    %% The packet is kept byte for byte.
+    ?assertEqual(<<"<message><body>10</body></message>">>, M10#mam_msg.packet).
+
+%% A range is read from its start (forward) or its end (backward), at most
+%% Limit, always in ascending order; other users' messages never show.
+mam_query_reads_either_end_of_a_range(_) ->
+    [?ST:mam_store(<<"alice">>, ?S, mam(Id, <<"bob@localhost">>, <<>>)) || Id <- lists:seq(1, 20)],
+    [?ST:mam_store(U, ?S, mam(Id, <<"bob@localhost">>, <<>>))
+     || U <- [<<"alic">>, <<"alicf">>, <<"alice2">>], Id <- [5, 50]],
+    Q = fun(F, Dir, N) -> ids(?ST:mam_query(<<"alice">>, ?S, F, Dir, N)) end,
+    ?assertEqual([1, 2, 3], Q(#mam_filter{}, forward, 3)),
+    ?assertEqual([18, 19, 20], Q(#mam_filter{}, backward, 3)),
+    ?assertEqual([5, 6], Q(#mam_filter{min = 5, max = 12}, forward, 2)),
+    ?assertEqual([11, 12], Q(#mam_filter{min = 5, max = 12}, backward, 2)),
+    ?assertEqual(lists:seq(5, 12), Q(#mam_filter{min = 5, max = 12}, backward, 100)),
+    ?assertEqual([], Q(#mam_filter{min = 21}, forward, 5)),
+    ?assertEqual([], Q(#mam_filter{max = 0}, backward, 5)),
+    ?assertEqual([], Q(#mam_filter{}, forward, 0)),
+    ?assertEqual([], ids(?ST:mam_query(<<"nobody">>, ?S, #mam_filter{}, backward, 5))).
+
+%% The peer filter (bare: any resource; full: that one) and the ids filter,
+%% with ranges and counts.
+mam_filters_and_counts(_) ->
+    Peers = [{<<"bob@localhost">>, <<>>}, {<<"bob@localhost">>, <<"r1">>},
+             {<<"carol@localhost">>, <<"r1">>}, {<<"bob@localhost">>, <<"r2">>}],
+    [?ST:mam_store(<<"alice">>, ?S, (mam(Id, <<>>, <<>>))#mam_msg{peer = lists:nth(1 + Id rem 4, Peers)})
+     || Id <- lists:seq(1, 12)],
+    Bob = {<<"bob@localhost">>, any},
+    R1 = {<<"bob@localhost">>, <<"r1">>},
+    Q = fun(F, Dir, N) -> ids(?ST:mam_query(<<"alice">>, ?S, F, Dir, N)) end,
+    C = fun(F) -> ?ST:mam_count(<<"alice">>, ?S, F) end,
+    ?assertEqual([1, 3, 4, 5, 7, 8, 9, 11, 12], Q(#mam_filter{with = Bob}, forward, 100)),
+    ?assertEqual([1, 5, 9], Q(#mam_filter{with = R1}, forward, 100)),
+    ?assertEqual([9], Q(#mam_filter{with = R1}, backward, 1)),
+    ?assertEqual([5], Q(#mam_filter{with = R1, min = 2, max = 8}, forward, 100)),
+    ?assertEqual([2, 6, 10], Q(#mam_filter{with = {<<"carol@localhost">>, any}}, forward, 100)),
+    ?assertEqual([], Q(#mam_filter{with = {<<"carol@localhost">>, <<>>}}, forward, 100)),
+    ?assertEqual({12, 9, 3, 1}, {C(#mam_filter{}), C(#mam_filter{with = Bob}), C(#mam_filter{with = R1}),
+                                 C(#mam_filter{with = R1, min = 2, max = 8})}),
+    Ids = #mam_filter{ids = [12, 3, 5, 99, 1]},
+    ?assertEqual([1, 3, 5, 12], Q(Ids, forward, 100)),
+    ?assertEqual([1, 3], Q(Ids, forward, 2)),
+    ?assertEqual([5, 12], Q(Ids, backward, 2)),
+    ?assertEqual([1, 5], Q(Ids#mam_filter{with = R1}, forward, 100)),
+    ?assertEqual([3, 5], Q(Ids#mam_filter{min = 2, max = 11}, forward, 100)),
+    ?assertEqual({4, 2}, {C(Ids), C(Ids#mam_filter{with = R1})}).
+
+%% A user's archive goes whole; expiry removes by age and beyond the newest
+%% N of each user, on one server only, and says how many it removed.
+mam_delete_user_and_expire(_) ->
+    Store = fun(U, S, Ids) -> [?ST:mam_store(U, S, mam(Id, <<"x@y">>, <<>>)) || Id <- Ids] end,
+    _ = Store(<<"alice">>, ?S, lists:seq(1, 10)),
+    _ = Store(<<"bob">>, ?S, lists:seq(1, 3)),
+    _ = Store(<<"carol">>, ?S, lists:seq(1, 1200)),
+    _ = Store(<<"alice">>, <<"example.org">>, lists:seq(1, 10)),
+    Ids = fun(U, S) -> ids(?ST:mam_query(U, S, #mam_filter{}, forward, 10000)) end,
+    ok = ?ST:mam_delete_user(<<"bob">>, ?S),
+    ?assertEqual([], Ids(<<"bob">>, ?S)),
+    ok = ?ST:mam_delete_user(<<"bob">>, ?S),
+    ?assertEqual(0, ?ST:mam_expire(?S, 0, infinity)),
+    %% Age: below 4 goes (3 of alice's, 3 of carol's).
+    ?assertEqual(6, ?ST:mam_expire(?S, 4, infinity)),
+    ?assertEqual(lists:seq(4, 10), Ids(<<"alice">>, ?S)),
+    %% Count: the newest 5 of each stay.
+    ?assertEqual(2 + 1192, ?ST:mam_expire(?S, 0, 5)),
+    ?assertEqual(lists:seq(6, 10), Ids(<<"alice">>, ?S)),
+    ?assertEqual(lists:seq(1196, 1200), Ids(<<"carol">>, ?S)),
+    %% Both at once.
+    ?assertEqual(3 + 1, ?ST:mam_expire(?S, 9, 4)),
+    ?assertEqual([9, 10], Ids(<<"alice">>, ?S)),
+    ?assertEqual(lists:seq(1197, 1200), Ids(<<"carol">>, ?S)),
+    %% Another server's archives were not touched.
+    ?assertEqual(lists:seq(1, 10), Ids(<<"alice">>, <<"example.org">>)).
+
 %%% PostgreSQL only
 
 %% An empty database gets the schema at the first start, with its version;
@@ -375,7 +473,7 @@ schema_is_created_and_versioned(Config) ->
     PG = ?config(pg, Config),
     Db = throng_pg:new_database(PG),
     start_on(Config, Db),
-    ?assertEqual("1\n", throng_pg:psql(PG, Db, "SELECT version FROM schema_version")),
+    ?assertEqual("2\n", throng_pg:psql(PG, Db, "SELECT version FROM schema_version")),
     ok = ?ST:kv_put(mod_a, k, v),
     throng_ct:restart(),
     ?assertEqual({ok, v}, ?ST:kv_get(mod_a, k)),
@@ -403,9 +501,27 @@ newer_schema_is_refused(Config) ->
     Db = throng_pg:new_database(PG),
     start_on(Config, Db),
     throng_ct:stop(),
-    _ = throng_pg:psql(PG, Db, "UPDATE schema_version SET version = 2"),
+    _ = throng_pg:psql(PG, Db, "UPDATE schema_version SET version = 3"),
     Msg = boot_error(Config, Db),
-    ?assert(contains(Msg, "schema version 2, newer than this Throng's (1)")).
+    ?assert(contains(Msg, "schema version 3, newer than this Throng's (2)")).
+
+%% A database of version 1 (step 1 of the schema file, applied by hand as
+%% an operator would have) with data in it gets the steps it lacks at
+%% start-up, keeps its data, and works as a new one.
+older_schema_is_migrated(Config) ->
+    PG = ?config(pg, Config),
+    Db = throng_pg:new_database(PG),
+    [{1, Step1} | _] = throng_pgsql_schema:steps(),
+    _ = throng_pg:psql(PG, Db, "SET ROLE throng; " ++ binary_to_list(Step1)),
+    _ = throng_pg:psql(PG, Db, "INSERT INTO kv (bucket, key, value) VALUES ('old', 'k', 'v')"),
+    ?assertEqual("1\n", throng_pg:psql(PG, Db, "SELECT version FROM schema_version")),
+    start_on(Config, Db),
+    ?assertEqual("2\n", throng_pg:psql(PG, Db, "SELECT version FROM schema_version")),
+    ?assertEqual("1\n", throng_pg:psql(PG, Db, "SELECT count(*) FROM kv WHERE bucket = 'old'")),
+    Id = ?ST:mam_store(<<"alice">>, ?S, mam(100, <<"bob@localhost">>, <<>>)),
+    ?assertEqual([100], [I || #mam_msg{id = I} <- ?ST:mam_query(<<"alice">>, ?S, #mam_filter{},
+                                                                forward, 10)]),
+    ?assertEqual(100, Id).
 
 %% Tables of Throng's without schema_version: refused, not overwritten.
 foreign_tables_are_refused(Config) ->

@@ -24,16 +24,17 @@
 -include("throng.hrl").
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1,
-         stream_features/2, start/2, stop/1, session_info/2, item_bytes/2, item_reroute/2]).
+         account_features/1, stream_features/2, start/2, stop/1, session_info/2, item_bytes/2, item_reroute/2]).
 -export([answer/2, crash/2]).
 -export([from_session/2, to_session/2, opened/2, closed/2, registered/2, removed/2,
          roster_changed/2, initial_presence/2, disco_info/2, disco_items/2]).
--export([node/0, ns/0, ns_server_only/0, ns_crash/0, identity/0, body/1, message/3]).
+-export([node/0, ns/0, ns_server_only/0, ns_crash/0, ns_account/0, identity/0, body/1, message/3]).
 
 -define(NS, <<"urn:throng:test">>).
 -define(NS_SERVER_ONLY, <<"urn:throng:test:server-only">>).
 -define(NS_CRASH, <<"urn:throng:test:crash">>).
 -define(NODE, <<"urn:throng:test#node">>).
+-define(NS_ACCOUNT, <<"urn:throng:test:account">>).
 
 %%% What the suite checks against
 
@@ -52,6 +53,10 @@ ns_server_only() -> ?NS_SERVER_ONLY.
 %% @doc A namespace whose handler crashes.
 -spec ns_crash() -> binary().
 ns_crash() -> ?NS_CRASH.
+
+%% @doc The feature the module adds to every account's disco#info.
+-spec ns_account() -> binary().
+ns_account() -> ?NS_ACCOUNT.
 
 %% @doc The disco identity the module adds.
 -spec identity() -> throng_ext:identity().
@@ -92,6 +97,10 @@ disco_features(_Host) ->
 -spec disco_identities(binary()) -> [throng_ext:identity()].
 disco_identities(_Host) ->
     [identity()].
+
+-spec account_features(binary()) -> [binary()].
+account_features(_Host) ->
+    [?NS_ACCOUNT].
 
 -spec stream_features(pre_auth | authenticated, binary()) -> iodata().
 stream_features(authenticated, _Host) ->

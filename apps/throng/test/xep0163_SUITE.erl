@@ -163,7 +163,8 @@ notify(Node) -> <<Node/binary, "+notify">>.
 
 %%% Cases
 
-%% The domain's disco#info has the pubsub/pep identity and the PEP features.
+%% The domain's and the account's disco#info have the pubsub/pep identity
+%% and the PEP features.
 advertised_in_disco(_) ->
     C = login(<<"alice">>, <<"r">>),
     R = iq(C, <<"get">>, el(<<"query">>, [{<<"xmlns">>, ?NS_DISCO_INFO}], []), <<"localhost">>),
@@ -173,7 +174,15 @@ advertised_in_disco(_) ->
                           || #xmlel{name = <<"identity">>} = I <- throng_xml:subels(Q)])),
     Features = [throng_xml:attr(<<"var">>, F) || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(Q)],
     [?assert(lists:member(<<?NS_PUBSUB/binary, "#", F/binary>>, Features))
-     || F <- [<<"publish">>, <<"publish-options">>, <<"auto-create">>, <<"last-published">>]].
+     || F <- [<<"publish">>, <<"publish-options">>, <<"auto-create">>, <<"last-published">>]],
+    %% The account itself is the PEP service (§6.1): its bare JID says so.
+    RA = iq(C, <<"get">>, el(<<"query">>, [{<<"xmlns">>, ?NS_DISCO_INFO}], []), <<"alice@localhost">>),
+    QA = throng_xml:subel(RA, <<"query">>),
+    ?assert(lists:member({<<"pubsub">>, <<"pep">>},
+                         [{throng_xml:attr(<<"category">>, I), throng_xml:attr(<<"type">>, I)}
+                          || #xmlel{name = <<"identity">>} = I <- throng_xml:subels(QA)])),
+    ?assert(lists:member(<<?NS_PUBSUB/binary, "#publish-options">>,
+                         [throng_xml:attr(<<"var">>, F) || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(QA)])).
 
 %% The owner publishes (the node is created) and reads its item back (XEP-0163 §4, §5).
 publish_and_read_back(_) ->

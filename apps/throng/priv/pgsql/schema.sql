@@ -1,13 +1,20 @@
--- Throng's PostgreSQL schema, version 1 (storage.backend: pgsql).
+-- Throng's PostgreSQL schema, version 2 (storage.backend: pgsql).
 --
--- The pgsql backend (throng_storage_pgsql) applies this file to a database
--- that has none of these tables, at start-up, in one transaction; it starts
--- only on a database whose schema_version holds the version it was built
+-- The file is a series of steps, each starting with a line "-- step N":
+-- step N takes a database at version N - 1 to version N (step 1 creates
+-- it). At start-up the pgsql backend (throng_storage_pgsql) applies every
+-- step to a database that has none of these tables, and to a database at
+-- an older version the steps it lacks, in one transaction; it starts only
+-- on a database whose schema_version then holds the version it was built
 -- for. To create the schema by hand instead (e.g. when Throng's role may not
--- create tables): psql -v ON_ERROR_STOP=1 -1 -f schema.sql DATABASE.
+-- create tables): psql -v ON_ERROR_STOP=1 -1 -f schema.sql DATABASE; to
+-- bring an older database up by hand, run the missing steps the same way.
 --
 -- Users and servers are stored as Throng normalized them (stringprep).
--- Any change to this file is a new version, with a migration.
+-- Any change to this file is a new step at its end, never an edit of an
+-- existing one.
+
+-- step 1: accounts, rosters, offline messages, messages in flight, kv
 
 CREATE TABLE schema_version (
     version integer NOT NULL
@@ -145,3 +152,25 @@ CREATE TABLE kv (
     value bytea NOT NULL,
     PRIMARY KEY (bucket, key)
 );
+
+-- step 2: the message archive (XEP-0313)
+
+-- Each user's archive of messages, in the archive's order: id is the time
+-- the message was archived in microseconds since the epoch, made unique in
+-- the archive (the primary key is also the index every query reads a range
+-- of, from either end, with LIMIT). with_bare and with_resource are the
+-- other party ('' when it has no resource); packet is the stanza, from and
+-- to included.
+CREATE TABLE mam_messages (
+    server text NOT NULL,
+    username text NOT NULL,
+    id bigint NOT NULL,
+    with_bare text NOT NULL,
+    with_resource text NOT NULL,
+    packet bytea NOT NULL,
+    PRIMARY KEY (server, username, id)
+);
+-- The retention sweep: a server's messages older than a time.
+CREATE INDEX mam_messages_age ON mam_messages (server, id);
+
+UPDATE schema_version SET version = 2;

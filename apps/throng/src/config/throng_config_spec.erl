@@ -132,6 +132,7 @@ modules() ->
      {csi, throng_mod_csi},
      {disco, throng_mod_disco},
      {last, throng_mod_last},
+     {mam, throng_mod_mam},
      {muc, throng_mod_muc},
      {offline, throng_mod_offline},
      {pep, throng_mod_pep},
@@ -143,7 +144,8 @@ modules() ->
      {version, throng_mod_version}].
 
 %% @doc The modules enabled when the configuration has no `modules' key:
-%% every module of the catalog, with its defaults.
+%% every module of the catalog (XEP-0313 archiving included: clients
+%% expect it; docs/extensions.md says what it costs).
 -spec default_modules() -> #{atom() => map()}.
 default_modules() ->
     maps:from_list([{Name, #{}} || {Name, _} <- modules()]).

@@ -18,8 +18,9 @@
 -include("throng.hrl").
 
 -export([start/0, stop/0, start_host/2, stop_host/1,
-         iq_handler/3, disco_features/1, disco_identities/1, stream_features/2,
-         modules/1, is_enabled/2, opt/3]).
+         iq_handler/3, disco_features/1, disco_identities/1, account_features/1,
+         account_identities/1,
+         stream_features/2, modules/1, is_enabled/2, opt/3]).
 %% API used by tests and operators (docs/extensions.md).
 -ignore_xref([{start_host, 2}, {stop_host, 1}, {modules, 1}, {is_enabled, 2}]).
 
@@ -41,6 +42,11 @@
 -callback hooks() -> [{throng_hooks:event(), Seq :: integer(), Fun :: atom()}].
 -callback disco_features(Host :: binary()) -> [binary()].
 -callback disco_identities(Host :: binary()) -> [identity()].
+%% Features added to the disco#info of every user's bare JID (answered for
+%% the account: an archive, a PEP service, ...).
+-callback account_features(Host :: binary()) -> [binary()].
+%% Identities added there (the account is a PEP service: pubsub/pep).
+-callback account_identities(Host :: binary()) -> [identity()].
 %% Extra stream features (iodata) before authentication or after it.
 -callback stream_features(pre_auth | authenticated, Host :: binary()) -> iodata().
 -callback start(Host :: binary(), Opts :: map()) -> ok | {error, term()}.
@@ -53,7 +59,9 @@
 -callback item_bytes(Data :: term(), Host :: binary()) ->
     {message | presence | iq | other, iodata()}.
 -callback item_reroute(Data :: term(), User :: #jid{}) -> ok.
--optional_callbacks([disco_features/1, disco_identities/1, stream_features/2, start/2, stop/1,
+-optional_callbacks([disco_features/1, disco_identities/1, account_features/1,
+                     account_identities/1,
+                     stream_features/2, start/2, stop/1,
                      session_info/2, item_bytes/2, item_reroute/2]).
 
 -define(KEY(Host), {?MODULE, Host}).
@@ -128,6 +136,8 @@ registry(Host, Enabled, Opts, Iq) ->
       iq => maps:from_list(Iq),
       features => lists:usort([?NS_ROSTER | optional(Enabled, disco_features, [Host])]),
       identities => lists:usort(optional(Enabled, disco_identities, [Host])),
+      account_features => lists:usort(optional(Enabled, account_features, [Host])),
+      account_identities => lists:usort(optional(Enabled, account_identities, [Host])),
       stream_features => maps:from_list(
                            [{Stage, optional(Enabled, stream_features, [Stage, Host], iodata)}
                             || Stage <- [pre_auth, authenticated]])}.
@@ -176,7 +186,9 @@ stop_module(Host, M) ->
 
 registry(Host) ->
     persistent_term:get(?KEY(Host), #{modules => #{}, iq => #{}, features => [],
-                                      identities => [], stream_features => #{}}).
+                                      identities => [], account_features => [],
+                                      account_identities => [],
+                                      stream_features => #{}}).
 
 %% @doc The handler of an IQ namespace in a scope for a host.
 -spec iq_handler(binary(), iq_scope(), binary()) -> {module(), atom()} | undefined.
@@ -193,6 +205,18 @@ disco_features(Host) ->
 -spec disco_identities(binary()) -> [identity()].
 disco_identities(Host) ->
     maps:get(identities, registry(Host)).
+
+%% @doc The features the enabled modules add to the disco#info of a user's
+%% bare JID.
+-spec account_features(binary()) -> [binary()].
+account_features(Host) ->
+    maps:get(account_features, registry(Host)).
+
+%% @doc The identities the enabled modules add to the disco#info of a
+%% user's bare JID.
+-spec account_identities(binary()) -> [identity()].
+account_identities(Host) ->
+    maps:get(account_identities, registry(Host)).
 
 %% @doc Stream features the enabled modules add at a stage of negotiation.
 -spec stream_features(pre_auth | authenticated, binary()) -> iodata().

@@ -2,7 +2,8 @@
 %% identities and features of every module enabled on the host (assembled
 %% once at boot, {@link throng_ext}); disco#info of a user's bare JID
 %% answers for the account, to the account itself and to entities it shares
-%% its presence with (XEP-0030 §8; others get service-unavailable).
+%% its presence with (XEP-0030 §8; others get service-unavailable), with the
+%% features modules add for accounts (an archive, XEP-0313 §8).
 %%
 %% Queries to the domain also run the `disco_info' and `disco_items' hooks,
 %% so that a module can add items to the domain's list and answer the nodes
@@ -81,9 +82,10 @@ on_domain(IQ, #{host := Host, from := From, to := To, payload := Payload} = Ctx,
 %% @doc disco#info of a user's bare JID, answered by the server on the
 %% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
-account_info(IQ, Ctx) ->
+account_info(IQ, #{host := Host} = Ctx) ->
     for_account(IQ, Ctx, fun() ->
-        info(undefined, [{<<"account">>, <<"registered">>, <<>>}], [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
+        info(undefined, [{<<"account">>, <<"registered">>, <<>>} | throng_ext:account_identities(Host)],
+             [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])
     end).
 
 %% @doc disco#items of a user's bare JID (none are listed).

@@ -29,7 +29,8 @@
 
 -include("throng.hrl").
 
--export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1]).
+-export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1,
+         account_features/1, account_identities/1]).
 -export([pubsub/2, owner/2, initial_presence/2, stanza_from_session/2, user_removed/2]).
 %% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
 -ignore_xref([{pubsub, 2}, {owner, 2}, {initial_presence, 2}, {stanza_from_session, 2},
@@ -73,6 +74,16 @@ disco_features(_Host) ->
 
 -spec disco_identities(binary()) -> [throng_ext:identity()].
 disco_identities(_Host) ->
+    [{<<"pubsub">>, <<"pep">>, <<>>}].
+
+%% The account itself is the PEP service (XEP-0163 §6.1): clients look for
+%% the identity and the features at the user's bare JID.
+-spec account_features(binary()) -> [binary()].
+account_features(_Host) ->
+    features().
+
+-spec account_identities(binary()) -> [throng_ext:identity()].
+account_identities(_Host) ->
     [{<<"pubsub">>, <<"pep">>, <<>>}].
 
 features() ->

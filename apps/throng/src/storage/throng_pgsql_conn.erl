@@ -19,7 +19,7 @@
 %% attempt, at start, is waited for, so that a pool that has just started
 %% serves at once.
 %%
-%% Each new connection is set up the same way: UTF-8,
+%% Each new connection is set up the same way: TCP_NODELAY, UTF-8,
 %% synchronous commit on, no notices, the statement timeout, and every
 %% statement of {@link throng_pgsql_sql} prepared.
 -module(throng_pgsql_conn).
@@ -121,6 +121,7 @@ open(#{host := Host, port := Port, database := Db, user := User, password := Pas
     case catch pgsql:connect(Args) of
         {ok, Conn} ->
             link(Conn),
+            nodelay(Conn),
             case setup(Conn, Opts) of
                 ok -> {ok, Conn};
                 {error, _} = Error -> kill(Conn), Error
@@ -158,6 +159,23 @@ squery(Conn, Sql, Timeout) ->
 
 result({Tag, _Cols, Rows}) -> {Tag, Rows};
 result(Tag) -> {Tag, []}.
+
+%% The driver writes a statement's preparation as three small packets
+%% (Parse, Describe, Sync) and opens its socket without TCP_NODELAY: the
+%% second packet waited for the server's delayed acknowledgement of the
+%% first, some 40 ms per statement (2.3 s to prepare 51 statements; 20 ms
+%% with it). Its socket is the TCP port linked to the process that reads
+%% it, which is linked to the connection.
+nodelay(Conn) ->
+    Linked = fun(P) -> case erlang:process_info(P, links) of
+                           {links, L} -> L;
+                           undefined -> []
+                       end
+             end,
+    _ = [inet:setopts(Port, [{nodelay, true}])
+         || Reader <- Linked(Conn), is_pid(Reader), Port <- Linked(Reader), is_port(Port),
+            erlang:port_info(Port, name) =:= {name, "tcp_inet"}],
+    ok.
 
 %% Session settings: what a write's acknowledgement means must not depend
 %% on the server's or the role's defaults.

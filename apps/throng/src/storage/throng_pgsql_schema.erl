@@ -1,18 +1,21 @@
 %% @doc The versioned schema of the PostgreSQL backend
-%% (priv/pgsql/schema.sql). At start-up {@link ensure/2} creates it in a
-%% database that has none of its tables, and otherwise checks that the
-%% database holds the version this Throng was built for: a newer or unknown
-%% version, or Throng's tables without a version, stop the boot with a
-%% message that says so. The check and the creation run in one transaction
-%% under a lock, so that nodes starting together on an empty database create
-%% the schema once.
+%% (priv/pgsql/schema.sql). The file is a series of steps, each starting
+%% with a line `-- step N: ...': step N takes a database at version N - 1 to
+%% version N. At start-up {@link ensure/2} applies every step to a database
+%% that has none of Throng's tables, and to a database at an older version
+%% the steps it lacks (a migration); a newer or unknown version, or
+%% Throng's tables without a version, stop the boot with a message that
+%% says so. The check, the creation and a migration run in one transaction
+%% under a lock, so that nodes starting together do it once, and a step that
+%% fails leaves the database as it was.
 -module(throng_pgsql_schema).
 
--export([ensure/2, file/0]).
-%% API used by tests and operators (the file an operator applies by hand).
--ignore_xref([{file, 0}]).
+-export([ensure/2, file/0, steps/0]).
+%% API used by tests and operators (the file an operator applies by hand,
+%% its steps).
+-ignore_xref([{file, 0}, {steps, 0}]).
 
--define(VERSION, 1).
+-define(VERSION, 2).
 %% Key of the advisory lock held while the schema is checked or created.
 -define(LOCK, 16#7468726f).
 %% Tables of every version: one of them without schema_version is a
@@ -67,20 +70,53 @@ check_encoding(Q) ->
     end.
 
 check_version(Q) ->
-    case Q("SELECT version FROM schema_version") of
-        [{_, [[V]]}] ->
-            case binary_to_integer(V) of
-                ?VERSION -> ok;
-                N when N > ?VERSION ->
-                    fail("the database has schema version ~b, newer than this Throng's (~b): "
-                         "run a Throng that knows it", [N, ?VERSION]);
-                N ->
-                    fail("the database has schema version ~b, which this Throng (~b) does not "
-                         "know", [N, ?VERSION])
-            end;
-        [{_, Rows}] ->
-            fail("schema_version must hold one row, it holds ~b", [length(Rows)])
+    case version(Q) of
+        ?VERSION -> ok;
+        N when N > ?VERSION ->
+            fail("the database has schema version ~b, newer than this Throng's (~b): "
+                 "run a Throng that knows it", [N, ?VERSION]);
+        N when N >= 1 ->
+            migrate(Q, N);
+        N ->
+            fail("the database has schema version ~b, which this Throng (~b) does not "
+                 "know", [N, ?VERSION])
     end.
+
+version(Q) ->
+    case Q("SELECT version FROM schema_version") of
+        [{_, [[V]]}] -> binary_to_integer(V);
+        [{_, Rows}] -> fail("schema_version must hold one row, it holds ~b", [length(Rows)])
+    end.
+
+%% The steps after From, in order; each must leave its own version.
+migrate(Q, From) ->
+    lists:foreach(fun({N, Sql}) ->
+                          _ = Q(Sql),
+                          version(Q) =:= N orelse
+                              fail("step ~b of ~ts did not set the schema version to ~b",
+                                   [N, file(), N])
+                  end, [Step || {N, _} = Step <- steps(), N > From]),
+    logger:notice(#{what => pgsql_schema_migrated, from => From, to => ?VERSION}),
+    ok.
+
+%% @doc The steps of the schema file, `{N, Sql}' in order: step N takes a
+%% database at version N - 1 to version N.
+-spec steps() -> [{pos_integer(), binary()}].
+steps() ->
+    Bin = case file:read_file(file()) of
+              {ok, B} -> B;
+              {error, E} -> fail("cannot read ~ts: ~ts", [file(), file:format_error(E)])
+          end,
+    %% The header (comments) before the first step is dropped.
+    [_Header | Parts] = re:split(Bin, "^-- step ([0-9]+):", [multiline]),
+    Steps = pairs(Parts),
+    [N || {N, _} <- Steps] =:= lists:seq(1, ?VERSION) orelse
+        fail("~ts holds steps ~w, not 1 to ~b", [file(), [N || {N, _} <- Steps], ?VERSION]),
+    Steps.
+
+pairs([N, Sql | Rest]) -> [{binary_to_integer(N), <<"-- step ", N/binary, ":", Sql/binary>>}
+                           | pairs(Rest)];
+pairs([]) -> [].
 
 create(Q) ->
     Found = [T || T <- ?TABLES,
@@ -88,12 +124,9 @@ create(Q) ->
     Found =:= [] orelse
         fail("the database has table(s) ~ts but no schema_version: not a Throng schema, or a "
              "damaged one; use an empty database", [lists:join(", ", Found)]),
-    Sql = case file:read_file(file()) of
-              {ok, Bin} -> Bin;
-              {error, E} -> fail("cannot read ~ts: ~ts", [file(), file:format_error(E)])
-          end,
-    _ = Q(Sql),
-    check_version(Q),
+    lists:foreach(fun({_N, Sql}) -> Q(Sql) end, steps()),
+    ?VERSION =:= version(Q) orelse
+        fail("~ts did not set the schema version to ~b", [file(), ?VERSION]),
     logger:notice(#{what => pgsql_schema_created, version => ?VERSION}),
     ok.
 

@@ -20,7 +20,7 @@
 %% @doc Every statement: its name and its SQL.
 -spec statements() -> [{name(), iodata()}].
 statements() ->
-    accounts() ++ roster() ++ offline() ++ inflight() ++ kv().
+    accounts() ++ roster() ++ offline() ++ inflight() ++ kv() ++ mam().
 
 accounts() ->
     [{account_insert,
@@ -158,3 +158,42 @@ kv() ->
       " ON CONFLICT (bucket, key) DO UPDATE SET value = EXCLUDED.value"},
      {kv_delete, "DELETE FROM kv WHERE bucket = $1 AND key = $2"},
      {kv_keys, "SELECT key FROM kv WHERE bucket = $1"}].
+
+-define(MAM_COLUMNS, "id, with_bare, with_resource, packet").
+-define(MAM_RANGE, "server = $1 AND username = $2 AND id >= $3 AND id <= $4").
+
+%% The archive: a query reads a range of a user's ids from either end with
+%% LIMIT (the primary key's order), with a peer filter of its own statement
+%% so that each has a plan of its own.
+mam() ->
+    [{mam_insert,
+      "INSERT INTO mam_messages (server, username, id, with_bare, with_resource, packet)"
+      " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING"}]
+        ++ [{Name, ["SELECT " ?MAM_COLUMNS " FROM mam_messages WHERE " ?MAM_RANGE, With,
+                    " ORDER BY id ", Order, " LIMIT $", Limit]}
+            || {Name, With, Order, Limit} <- mam_queries()]
+        ++ [{mam_query_ids,
+             "SELECT " ?MAM_COLUMNS " FROM mam_messages WHERE " ?MAM_RANGE
+             " AND id = ANY($5::bigint[])"
+             " AND ($6::text IS NULL OR with_bare = $6) AND ($7::text IS NULL OR with_resource = $7)"
+             " ORDER BY id"},
+            {mam_count, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE},
+            {mam_count_bare, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE
+             " AND with_bare = $5"},
+            {mam_count_full, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE
+             " AND with_bare = $5 AND with_resource = $6"},
+            {mam_delete_user, "DELETE FROM mam_messages WHERE server = $1 AND username = $2"},
+            {mam_expire_age, "DELETE FROM mam_messages WHERE server = $1 AND id < $2"},
+            %% Every message of the server beyond its user's newest $2.
+            {mam_expire_count,
+             "DELETE FROM mam_messages AS m USING (SELECT username, id, row_number() OVER"
+             " (PARTITION BY username ORDER BY id DESC) AS n FROM mam_messages WHERE server = $1)"
+             " AS r WHERE m.server = $1 AND m.username = r.username AND m.id = r.id AND r.n > $2"}].
+
+mam_queries() ->
+    [{mam_query_asc, "", "ASC", "5"},
+     {mam_query_desc, "", "DESC", "5"},
+     {mam_query_bare_asc, " AND with_bare = $5", "ASC", "6"},
+     {mam_query_bare_desc, " AND with_bare = $5", "DESC", "6"},
+     {mam_query_full_asc, " AND with_bare = $5 AND with_resource = $6", "ASC", "7"},
+     {mam_query_full_desc, " AND with_bare = $5 AND with_resource = $6", "DESC", "7"}].

@@ -9,7 +9,9 @@
 %% Every function either returns one of the results in its spec or raises
 %% `error({storage_failed, Reason})' ({@link failure()}); no other exception
 %% comes out of storage. A write that returns is durable: it survives
-%% `kill -9' of the node and a crash of the machine. When a write raises,
+%% `kill -9' of the node and a crash of the machine (one exception,
+%% spelled out: {@link mam_store/3}, durable a few tens of milliseconds
+%% later). When a write raises,
 %% it was not acknowledged and its outcome depends on Reason:
 %% <ul>
 %% <li>`{aborted, Why}': the transaction did not commit; nothing changed.</li>
@@ -39,6 +41,16 @@
 %% value is kept in memory and written whole). Nothing else removes a
 %% bucket's entries: a module that keys by user deletes them itself when
 %% the account goes.
+%%
+%% == Message archive ==
+%% {@link mam_store/3}, {@link mam_query/5}, {@link mam_count/3},
+%% {@link mam_delete_user/2} and {@link mam_expire/3} keep each user's
+%% archive of messages (XEP-0313, throng_mod_mam) ordered by id: the time a
+%% message was archived in microseconds, unique in the archive. A query
+%% reads a range of ids (with a peer, or only given ids) from either end,
+%% at most a given number, so that a page costs its own size and not the
+%% archive's. Nothing else removes a user's archive: the module does it
+%% when the account goes.
 -module(throng_storage).
 
 -include("throng.hrl").
@@ -58,6 +70,7 @@
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
+-export([mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
 
 -type luser() :: binary().
 -type lserver() :: binary().
@@ -75,8 +88,10 @@
 %% stanzas), or no limit (messages that go back to storage).
 -type offline_limits() :: {MaxMessages :: non_neg_integer(), MaxBytes :: non_neg_integer()}
                         | unlimited.
+%% Which end of a range of the archive a query reads from.
+-type mam_direction() :: forward | backward.
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0,
-              bucket/0, failure/0, inflight_key/0, offline_limits/0]).
+              bucket/0, failure/0, inflight_key/0, offline_limits/0, mam_direction/0]).
 
 %% Starts the database. Every failure is returned (never raised) as
 %% `{error, Text}', Text readable by an operator: the boot prints it.
@@ -146,6 +161,30 @@
 -callback cluster_identity() -> term().
 %% A cluster member came (back): a backend that lost it reconnects.
 -callback node_up(node()) -> ok.
+%% The message archive (XEP-0313). mam_store keeps a message in the user's
+%% archive under its id or, when another message has that id (two nodes
+%% archiving in the same microsecond, or an id of an earlier run after the
+%% clock went back), the next free one after it, and returns the id it
+%% used. It runs for every message archived, so it may return before the
+%% write is on disk, once every later read sees it, if the write becomes
+%% durable within a few tens of milliseconds without another call (the
+%% only write of this behaviour allowed to: Mnesia alone on its node
+%% commits it in a group 20 ms later; PostgreSQL returns after the
+%% commit). mam_query returns the
+%% messages the filter selects, in ascending order of id: the first Limit
+%% of them (forward) or the last Limit (backward); it reads no more of the
+%% archive than it needs to. mam_count counts what the filter selects (may
+%% read the user's whole range). mam_delete_user removes a user's archive.
+%% mam_expire removes, for every user of the server, the messages older
+%% than Before (an id) and those beyond the newest MaxPerUser, and returns
+%% how many it removed (it may scan everything: for a periodic sweep).
+-callback mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
+-callback mam_query(luser(), lserver(), #mam_filter{}, mam_direction(), non_neg_integer()) ->
+    [#mam_msg{}].
+-callback mam_count(luser(), lserver(), #mam_filter{}) -> non_neg_integer().
+-callback mam_delete_user(luser(), lserver()) -> ok.
+-callback mam_expire(lserver(), Before :: non_neg_integer(),
+                     MaxPerUser :: non_neg_integer() | infinity) -> non_neg_integer().
 -optional_callbacks([cluster_identity/0, node_up/1]).
 
 -define(BACKEND_KEY, {?MODULE, backend}).
@@ -229,6 +268,36 @@ offline_total() -> (backend()):offline_total().
 
 -spec offline_bytes() -> non_neg_integer().
 offline_bytes() -> (backend()):offline_bytes().
+
+%%% Message archive (XEP-0313)
+
+%% @doc Archives a message for the user; the id it was stored under (the
+%% message's own, or the next free one). Read by every query when it
+%% returns; durable then, or a few tens of milliseconds later (see the
+%% callback).
+-spec mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
+mam_store(U, S, Msg) -> (backend()):mam_store(U, S, Msg).
+
+%% @doc The first (forward) or last (backward) Limit messages of the user's
+%% archive that the filter selects, in ascending order of id.
+-spec mam_query(luser(), lserver(), #mam_filter{}, mam_direction(), non_neg_integer()) ->
+    [#mam_msg{}].
+mam_query(_U, _S, _Filter, _Direction, 0) -> [];
+mam_query(U, S, Filter, Direction, Limit) -> (backend()):mam_query(U, S, Filter, Direction, Limit).
+
+%% @doc How many messages of the user's archive the filter selects.
+-spec mam_count(luser(), lserver(), #mam_filter{}) -> non_neg_integer().
+mam_count(U, S, Filter) -> (backend()):mam_count(U, S, Filter).
+
+%% @doc Removes the user's whole archive.
+-spec mam_delete_user(luser(), lserver()) -> ok.
+mam_delete_user(U, S) -> (backend()):mam_delete_user(U, S).
+
+%% @doc Removes, for every user of the server, the archived messages with an
+%% id below Before and those beyond each user's newest MaxPerUser; returns
+%% how many. Scans the server's archives: for a periodic sweep.
+-spec mam_expire(lserver(), non_neg_integer(), non_neg_integer() | infinity) -> non_neg_integer().
+mam_expire(S, Before, MaxPerUser) -> (backend()):mam_expire(S, Before, MaxPerUser).
 
 %%% Messages in flight to sessions
 

@@ -28,6 +28,10 @@
 %% <li>batch/1 only runs its function: every write in it is a transaction
 %%     of its own, durable when it returns (PostgreSQL flushes commits of
 %%     concurrent connections together).</li>
+%% <li>mam_*: the archive is read by ranges of the primary key (server,
+%%     user, id) with LIMIT, from either end; an id taken by another node
+%%     in the same microsecond moves the new message to the next free
+%%     id (`ON CONFLICT DO NOTHING', then the next).</li>
 %% <li>kv: keys are stored in a canonical encoding (`term_to_binary' with
 %%     `deterministic' and a fixed minor version), so equal terms are equal
 %%     bytes, on every node and OTP release.</li>
@@ -43,7 +47,8 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0,
-         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
+         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
+         mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
 
@@ -454,3 +459,72 @@ kv_delete(Bucket, Key) when is_atom(Bucket) ->
 -spec kv_keys(atom()) -> [term()].
 kv_keys(Bucket) when is_atom(Bucket) ->
     [binary_to_term(K) || [K] <- read(kv_keys, [atom_to_binary(Bucket)])].
+
+%%% Message archive (XEP-0313)
+
+-spec mam_store(binary(), binary(), #mam_msg{}) -> non_neg_integer().
+mam_store(U, S, #mam_msg{id = Id, peer = {Bare, Res}, packet = Packet} = Msg) ->
+    case write(mam_insert, [S, U, Id, Bare, Res, Packet]) of
+        {count, 1} -> Id;
+        {count, 0} -> mam_store(U, S, Msg#mam_msg{id = Id + 1})
+    end.
+
+-spec mam_query(binary(), binary(), #mam_filter{}, throng_storage:mam_direction(),
+                non_neg_integer()) -> [#mam_msg{}].
+mam_query(U, S, #mam_filter{ids = any, min = Min, max = Max, with = With}, Direction, Limit) ->
+    {Name, WithParams} = case {With, Direction} of
+                             {any, forward} -> {mam_query_asc, []};
+                             {any, backward} -> {mam_query_desc, []};
+                             {{Bare, any}, forward} -> {mam_query_bare_asc, [Bare]};
+                             {{Bare, any}, backward} -> {mam_query_bare_desc, [Bare]};
+                             {{Bare, Res}, forward} -> {mam_query_full_asc, [Bare, Res]};
+                             {{Bare, Res}, backward} -> {mam_query_full_desc, [Bare, Res]}
+                         end,
+    Msgs = [mam_msg(Row) || Row <- read(Name, [S, U, Min, Max] ++ WithParams ++ [Limit])],
+    case Direction of
+        forward -> Msgs;
+        backward -> lists:reverse(Msgs)
+    end;
+mam_query(U, S, Filter, Direction, Limit) ->
+    Found = mam_ids(U, S, Filter),
+    case Direction of
+        forward -> lists:sublist(Found, Limit);
+        backward -> lists:nthtail(max(0, length(Found) - Limit), Found)
+    end.
+
+%% The messages among the filter's ids (a client names a page's worth).
+mam_ids(U, S, #mam_filter{ids = Ids, min = Min, max = Max, with = With}) ->
+    {Bare, Res} = case With of
+                      any -> {null, null};
+                      {B, any} -> {B, null};
+                      {B, R} -> {B, R}
+                  end,
+    [mam_msg(Row) || Row <- read(mam_query_ids, [S, U, Min, Max, {array, int8, Ids}, Bare, Res])].
+
+mam_msg([Id, Bare, Res, Packet]) ->
+    #mam_msg{id = Id, peer = {Bare, Res}, packet = Packet}.
+
+-spec mam_count(binary(), binary(), #mam_filter{}) -> non_neg_integer().
+mam_count(U, S, #mam_filter{ids = any, min = Min, max = Max, with = With}) ->
+    [[N]] = case With of
+                any -> read(mam_count, [S, U, Min, Max]);
+                {Bare, any} -> read(mam_count_bare, [S, U, Min, Max, Bare]);
+                {Bare, Res} -> read(mam_count_full, [S, U, Min, Max, Bare, Res])
+            end,
+    N;
+mam_count(U, S, Filter) ->
+    length(mam_ids(U, S, Filter)).
+
+-spec mam_delete_user(binary(), binary()) -> ok.
+mam_delete_user(U, S) ->
+    _ = write(mam_delete_user, [S, U]),
+    ok.
+
+-spec mam_expire(binary(), non_neg_integer(), non_neg_integer() | infinity) -> non_neg_integer().
+mam_expire(S, Before, MaxPerUser) ->
+    {count, Old} = write(mam_expire_age, [S, Before]),
+    case MaxPerUser of
+        infinity -> Old;
+        _ -> {count, Over} = write(mam_expire_count, [S, MaxPerUser]),
+             Old + Over
+    end.
