@@ -98,7 +98,7 @@ file_errors_test() ->
 unknown_module_test() ->
     setup(),
     Msg = err(#{modules => #{pubsub => #{}}}),
-    ?assertMatch({match, _}, re:run(Msg, "^modules\\.pubsub: unknown option \\(known here: [a-z_, ]*disco, [a-z_, ]*last, muc, offline,")).
+    ?assertMatch({match, _}, re:run(Msg, "^modules\\.pubsub: unknown option \\(known here: [a-z_, ]*disco, [a-z_, ]*last, [a-z_, ]*muc, offline,")).
 
 unknown_module_option_test() ->
     setup(),
