@@ -66,7 +66,7 @@ unknown_node(_) ->
 account_info(_) ->
     A = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
     R = ?C:iq(A, <<"get">>, q(?NS_DISCO_INFO), [{<<"to">>, <<"alice@localhost">>}]),
-    ?assertEqual([{<<"account">>, <<"registered">>}], identities(R)).
+    ?assertEqual([{<<"account">>, <<"registered">>}, {<<"pubsub">>, <<"pep">>}], lists:sort(identities(R))).
 
 %% §8: the server answers for another user's account only to an entity
 %% authorized to receive its presence; without a subscription the answer is
@@ -102,7 +102,7 @@ account_items_and_nodes_of_own_account(_) ->
     A = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
     [Info, Items, InfoNode, ItemsNode] =
         [?C:iq(A, <<"get">>, Q, [{<<"to">>, <<"alice@localhost">>}]) || Q <- queries()],
-    ?assertEqual([{<<"account">>, <<"registered">>}], identities(Info)),
+    ?assertEqual([{<<"account">>, <<"registered">>}, {<<"pubsub">>, <<"pep">>}], lists:sort(identities(Info))),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, Items)),
     ?assertEqual([], throng_xml:subels(throng_xml:subel(Items, <<"query">>))),
     error_cond(InfoNode, <<"item-not-found">>),
@@ -133,7 +133,7 @@ other_account_with_subscription(_) ->
                                                    subscription = from}} end),
     [Info, Items, InfoNode, ItemsNode] =
         [?C:iq(A, <<"get">>, Q, [{<<"to">>, <<"bob@localhost">>}]) || Q <- queries()],
-    ?assertEqual([{<<"account">>, <<"registered">>}], identities(Info)),
+    ?assertEqual([{<<"account">>, <<"registered">>}, {<<"pubsub">>, <<"pep">>}], lists:sort(identities(Info))),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, Items)),
     error_cond(InfoNode, <<"item-not-found">>),
     error_cond(ItemsNode, <<"item-not-found">>).

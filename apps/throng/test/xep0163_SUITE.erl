@@ -24,6 +24,7 @@ all() ->
     [advertised_in_disco, publish_and_read_back, item_id_generated, max_items_one_by_default,
      notification_to_interested_contact, no_notification_without_interest,
      last_item_at_login_after_caps_learnt, caps_cached_no_second_query,
+     interest_added_by_a_presence_update,
      wrong_caps_answer_not_trusted, access_presence, access_open, access_whitelist,
      publish_options_create_and_preconditions, retract_notifies, delete_node,
      configure_node, others_cannot_publish, payload_too_big, survives_restart,
@@ -235,6 +236,26 @@ last_item_at_login_after_caps_learnt(_) ->
     {_B, Got} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
     ?assertMatch([_], [Q || {query, Q} <- Got]),
     ?assertEqual([{?NODE, [<<"t1">>], []}], events(Got)).
+
+%% A resource that adds NODE+notify to its capabilities in a later
+%% presence gets the last item then (the new ver learnt first), and the
+%% notifications from then on (what the interop suite's
+%% testNotificationAfterFilterChange does).
+interest_added_by_a_presence_update(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(<<"urn:xmpp:other">>)]),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    ?assertEqual([], events(collect(B))),
+    Features = [notify(<<"urn:xmpp:other">>), notify(?NODE)],
+    ?C:send(B, el(<<"presence">>, [], [caps(Features)])),
+    Got = settle(B, Features, right, []),
+    ?assertMatch([_], [Q || {query, Q} <- Got]),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(Got)),
+    publish(A, ?NODE, <<"t2">>, tune(<<"Genesis">>)),
+    ?assertEqual([{?NODE, [<<"t2">>], []}], events(collect(B))),
+    %% A status change with the same capabilities sends nothing again.
+    ?C:send(B, el(<<"presence">>, [], [el(<<"show">>, [], [{xmlcdata, <<"away">>}]), caps(Features)])),
+    ?assertEqual([], events(collect(B))).
 
 %% The second resource with the same capabilities is not asked again: the
 %% last item comes at once.

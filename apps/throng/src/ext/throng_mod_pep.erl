@@ -431,7 +431,21 @@ initial_presence(_Items, #{jid := #jid{user = U, server = S, resource = R} = JID
 
 %% @doc Hook: the answer to our capabilities query is consumed here; when
 %% it proves right, the resource gets the last items it missed.
--spec stanza_from_session(#xmlel{}, #{from := #jid{}}) -> ok | stop.
+-spec stanza_from_session(#xmlel{}, #{from := #jid{}, to := #jid{}}) -> ok | stop.
+stanza_from_session(#xmlel{name = <<"presence">>} = El, #{from := JID, to := To}) ->
+    %% A later presence (a broadcast, not directed) whose capabilities
+    %% changed: the resource gets the last items of the nodes it now wants
+    %% (learning the new ver first if it is unknown). The first presence is
+    %% initial_presence/2's.
+    case To =:= throng_jid:bare(JID) andalso throng_stanza:type(El) =:= <<>> of
+        true ->
+            try caps_changed(JID, El)
+            catch error:{storage_failed, Why} ->
+                    logger:error(#{what => pep_last_items_failed, reason => Why})
+            end;
+        false -> ok
+    end,
+    ok;
 stanza_from_session(El, #{from := JID}) ->
     case throng_caps:answer(El) of
         no -> ok;
@@ -442,6 +456,28 @@ stanza_from_session(El, #{from := JID}) ->
                     logger:error(#{what => pep_last_items_failed, reason => Why})
             end,
             stop
+    end.
+
+caps_changed(#jid{user = U, server = S, resource = R} = JID, El) ->
+    case lists:keyfind(R, 1, throng_sm:resources({U, S})) of
+        {R, _Pid, Prio, Old} when Prio =/= undefined ->
+            New = throng_caps:from_presence(El),
+            case New =/= throng_caps:from_presence(Old) andalso New of
+                false -> ok;
+                none -> ok;
+                Caps ->
+                    case throng_caps:lookup(Caps) of
+                        {ok, Features} ->
+                            Before = case throng_caps:features(Old) of
+                                         {ok, F} -> F;
+                                         _ -> []
+                                     end,
+                            send_last(JID, Features -- Before);
+                        unknown ->
+                            throng_router:route(throng_jid:bare(JID), JID, throng_caps:query(JID, Caps))
+                    end
+            end;
+        _ -> ok
     end.
 
 send_last(#jid{user = U, server = S} = JID, Features) ->
