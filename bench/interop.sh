@@ -37,6 +37,8 @@
 #   SINT_TIMEOUT      the suite's reply timeout per XMPP action, ms (5000)
 #   SINT_ENABLED_SPECS / SINT_DISABLED_SPECS   e.g. XEP-0045,XEP-0313
 #   SINT_ENABLED_TESTS / SINT_DISABLED_TESTS   e.g. EntityCapsTest
+#                     (SINT_DISABLED_TESTS adds to the three tests that are
+#                     always disabled, see `aborting' below)
 #   INTEROP_OUT       results directory (bench/results/interop/<date>)
 #   INTEROP_NETNS     1 (default when root): each server and the suite run in
 #                     a private network namespace, so the suite's fixed port
@@ -63,6 +65,12 @@ cache="$root/_build/interop"
 admin_user=sintadmin
 admin_pass=sint-Admin-pw-1
 domain=localhost
+
+# Tests disabled for every server: with Smack 4.5.0-beta5's framework, the
+# IllegalArgumentException these throw on a server whose room configuration
+# form has no muc#roomconfig_passwordprotectedroom field (Prosody 0.12)
+# escapes the framework and aborts the whole run.
+aborting=MultiUserChatOccupantIntegrationTest.mucJoinPasswordProtectedRoomCorrectPasswordTest,MultiUserChatOccupantIntegrationTest.mucJoinPasswordProtectedRoomWrongPasswordTest,MultiUserChatOccupantIntegrationTest.mucJoinPasswordProtectedWithoutPasswordRoomTest
 
 die() { echo "interop.sh: $*" >&2; exit 2; }
 log() { echo "interop.sh: $*" >&2; }
@@ -394,7 +402,7 @@ run_one() {  # run_one SERVER OUTDIR
     [ -n "${SINT_ENABLED_SPECS:-}" ] && set -- "$@" -Dsinttest.enabledSpecifications="$SINT_ENABLED_SPECS"
     [ -n "${SINT_DISABLED_SPECS:-}" ] && set -- "$@" -Dsinttest.disabledSpecifications="$SINT_DISABLED_SPECS"
     [ -n "${SINT_ENABLED_TESTS:-}" ] && set -- "$@" -Dsinttest.enabledTests="$SINT_ENABLED_TESTS"
-    [ -n "${SINT_DISABLED_TESTS:-}" ] && set -- "$@" -Dsinttest.disabledTests="$SINT_DISABLED_TESTS"
+    set -- "$@" -Dsinttest.disabledTests="$aborting${SINT_DISABLED_TESTS:+,$SINT_DISABLED_TESTS}"
     set -- "$@" -cp "$jar:$classes" org.igniterealtime.smack.inttest.SmackIntegrationTestFramework
     echo "$*" | sed "s/$admin_pass/***/" > "$raw/command.txt"
     local rc=0
