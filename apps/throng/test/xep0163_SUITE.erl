@@ -27,7 +27,7 @@ all() ->
      interest_added_by_a_presence_update,
      wrong_caps_answer_not_trusted, access_presence, access_open, access_whitelist,
      publish_options_create_and_preconditions, retract_notifies, delete_node,
-     configure_node, others_cannot_publish, payload_too_big, survives_restart,
+     configure_node, create_node, others_cannot_publish, payload_too_big, survives_restart,
      removed_account_forgotten].
 
 init_per_testcase(payload_too_big, Config) ->
@@ -362,6 +362,21 @@ configure_node(_) ->
     ?assertEqual(<<"forbidden">>,
                  condition(iq(B, <<"get">>, owner([el(<<"configure">>, [{<<"node">>, ?NODE}], [])]),
                               <<"alice@localhost">>))).
+
+%% A node created explicitly takes the configuration sent with it
+%% (XEP-0060 §8.1.3, what OpenPGP for XMPP does); a second create is a conflict.
+create_node(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    Configure = el(<<"configure">>, [], [form(<<"http://jabber.org/protocol/pubsub#node_config">>,
+                                              [{<<"pubsub#access_model">>, <<"open">>}])]),
+    R = iq(A, <<"set">>, pubsub([el(<<"create">>, [{<<"node">>, ?NODE}], []), Configure])),
+    ?assertEqual(<<"result">>, type(R)),
+    ?assertEqual([], item_ids(items(A, <<"alice@localhost">>, ?NODE))),
+    publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>)),
+    Cc = login(<<"carol">>, <<"r">>),
+    ?assertEqual([<<"t1">>], item_ids(items(Cc, <<"alice@localhost">>, ?NODE))),
+    R2 = iq(A, <<"set">>, pubsub([el(<<"create">>, [{<<"node">>, ?NODE}], [])])),
+    ?assertEqual(<<"conflict">>, condition(R2)).
 
 %% Only the owner publishes to its account.
 others_cannot_publish(_) ->

@@ -90,6 +90,7 @@ features() ->
     [?NS_PUBSUB | [<<?NS_PUBSUB/binary, "#", F/binary>>
                    || F <- [<<"publish">>, <<"publish-options">>, <<"retract-items">>,
                             <<"retrieve-items">>, <<"delete-nodes">>, <<"auto-create">>,
+                            <<"create-nodes">>, <<"create-and-configure">>,
                             <<"auto-subscribe">>, <<"persistent-items">>, <<"last-published">>,
                             <<"filtered-notifications">>, <<"config-node">>,
                             <<"access-presence">>, <<"access-open">>, <<"access-whitelist">>,
@@ -148,11 +149,15 @@ request(<<"set">>, #xmlel{name = <<"retract">>} = R, _Payload, Ctx) ->
     end;
 request(<<"get">>, #xmlel{name = <<"items">>} = I, _Payload, Ctx) ->
     items(I, Ctx);
+request(<<"set">>, #xmlel{name = <<"create">>} = C, Payload, Ctx) ->
+    case is_owner(Ctx) of
+        true -> create(C, throng_xml:subel(Payload, <<"configure">>), Ctx);
+        false -> {error, forbidden}
+    end;
 request(_Type, #xmlel{name = Name}, _Payload, _Ctx)
   when Name =:= <<"subscribe">>; Name =:= <<"unsubscribe">>; Name =:= <<"subscriptions">>;
-       Name =:= <<"affiliations">>; Name =:= <<"options">>; Name =:= <<"create">> ->
-    %% PEP subscriptions are implicit (presence and capabilities); nodes are
-    %% created by publishing.
+       Name =:= <<"affiliations">>; Name =:= <<"options">> ->
+    %% PEP subscriptions are implicit (presence and capabilities).
     {error, 'feature-not-implemented', <<"unsupported">>};
 request(_Type, _Action, _Payload, _Ctx) ->
     {error, 'bad-request'}.
@@ -226,6 +231,32 @@ publish(P, Options, #{to := #jid{user = U, server = S} = Owner, host := Host}) -
                                 children = [#xmlel{name = <<"publish">>, attrs = [{<<"node">>, Node}],
                                                    children = [#xmlel{name = <<"item">>,
                                                                       attrs = [{<<"id">>, Id}]}]}]}]}
+           end], start).
+
+%% XEP-0060 §8.1: a node created explicitly, with the configuration of the
+%% request's `<configure/>' form (or the defaults); conflict if it exists.
+create(C, Configure, #{to := #jid{user = U, server = S}, host := Host}) ->
+    maybe([fun() -> node_name(C) end,
+           fun(Node) ->
+                   case {get_node(U, S, Node), options(Configure)} of
+                       {not_found, {ok, Values}} ->
+                           case length(node_names(U, S)) >= opt(Host, max_nodes) of
+                               true -> {error, 'not-allowed', <<"max-nodes-exceeded">>};
+                               false ->
+                                   case throng_pep_node:config_from_form(
+                                          Values, {default_config(), opt(Host, max_items)}) of
+                                       {ok, Config} -> {ok, {Node, Config}};
+                                       {error, _} -> {error, 'not-acceptable'}
+                                   end
+                           end;
+                       {not_found, error} -> {error, 'bad-request'};
+                       {_, _} -> {error, conflict}
+                   end
+           end,
+           fun({Node, Config}) ->
+                   add_node_name(U, S, Node),
+                   ok = throng_storage:kv_put(?BUCKET, {U, S, Node}, throng_pep_node:new(Config)),
+                   {ok, []}
            end], start).
 
 %% Runs the steps in turn, each getting what the last one returned: the
