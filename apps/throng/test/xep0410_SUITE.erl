@@ -14,7 +14,8 @@
 -define(M, throng_muc_client).
 
 all() ->
-    [self_ping_occupant, self_ping_non_occupant, self_ping_after_leaving, ping_other_occupant].
+    [self_ping_occupant, self_ping_non_occupant, self_ping_after_leaving, ping_other_occupant,
+     optimization_advertised].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config),
@@ -25,6 +26,15 @@ end_per_testcase(_TC, _Config) ->
     throng_ct:stop().
 
 ping() -> #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}.
+
+%% §4: the room answers self-pings itself, and its disco#info says so.
+optimization_advertised(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    R = ?M:iq(A, <<"get">>, ?M:room(<<"r">>), ?M:query(?NS_DISCO_INFO, [])),
+    Features = [throng_xml:attr(<<"var">>, F)
+                || #xmlel{name = <<"feature">>} = F <- throng_xml:subels(throng_xml:subel(R, <<"query">>))],
+    ?assert(lists:member(<<"http://jabber.org/protocol/muc#self-ping-optimization">>, Features)).
 
 %% §3: joined, a self-ping is answered with a result from the occupant JID.
 self_ping_occupant(_) ->
