@@ -363,11 +363,17 @@ set_detached(Pid, false) ->
 is_detached(Pid) ->
     ets:member(?DETACHED, Pid).
 
-%% @doc Whether a bare JID has a session on this node (a range read of the
-%% session table).
+%% @doc Whether a bare JID has a session on this node: the key after
+%% {US, <<>>} (no resource is empty) is one of US's if it has any. One
+%% ets:next, which builds nothing but the key it returns: this runs for
+%% every presence a session receives (blocking), and a select would build
+%% its match specification and continuation each time.
 -spec has_local({binary(), binary()}) -> boolean().
 has_local(US) ->
-    ets:select(?TAB, [{{session, {US, '_'}, '_', '_', '_', '_'}, [], [true]}], 1) =/= '$end_of_table'.
+    case ets:next(?TAB, {US, <<>>}) of
+        {US, _} -> true;
+        _ -> false
+    end.
 
 %% @doc Sets or clears a flag of the calling session (until it ends).
 -spec set_flag(flag(), boolean()) -> ok.
