@@ -600,7 +600,10 @@ destroy_room(_) ->
     Destroy = ?M:query(?NS_MUC_OWNER, [#xmlel{name = <<"destroy">>, attrs = [{<<"jid">>, ?M:room(<<"other">>)}],
                                               children = [#xmlel{name = <<"reason">>, children = [{xmlcdata, <<"bye">>}]}]}]),
     ?assertEqual(<<"forbidden">>, ?M:condition(?M:iq(B, <<"set">>, ?M:room(<<"r">>), Destroy))),
-    ?assertEqual(<<"result">>, ?M:type(?M:iq(A, <<"set">>, ?M:room(<<"r">>), Destroy))),
+    %% The owner is told it is out before it gets the result (§10.9's order).
+    [OwnOut, Result] = owner_answer(A, Destroy),
+    ?assertEqual(<<"result">>, ?M:type(Result)),
+    ?assertNotEqual(undefined, throng_xml:subel(?M:user_x(OwnOut), <<"destroy">>)),
     P = ?M:next(B, fun(E) -> ?M:is_presence(E) andalso ?M:type(E) =:= <<"unavailable">> end),
     D = throng_xml:subel(?M:user_x(P), <<"destroy">>),
     ?assertEqual(?M:room(<<"other">>), throng_xml:attr(<<"jid">>, D)),
@@ -665,5 +668,17 @@ cancel_initial_configuration(_) ->
     A = ?M:online(<<"alice">>),
     ?M:enter(A, <<"r">>, <<"a">>),
     X = #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, <<"jabber:x:data">>}, {<<"type">>, <<"cancel">>}]},
-    ?assertEqual(<<"result">>, ?M:type(?M:iq(A, <<"set">>, ?M:room(<<"r">>), ?M:query(?NS_MUC_OWNER, [X])))),
+    %% The owner learns it is out of the destroyed room, then the result.
+    [OwnOut, Result] = owner_answer(A, ?M:query(?NS_MUC_OWNER, [X])),
+    ?assertEqual(<<"result">>, ?M:type(Result)),
+    ?assertNotEqual(undefined, throng_xml:subel(?M:user_x(OwnOut), <<"destroy">>)),
     ?assertEqual(<<"item-not-found">>, ?M:condition(?M:disco_info(A, ?M:room(<<"r">>)))).
+
+%% An owner's IQ to room r: its own unavailable presence (110), and the
+%% answer, in the order they came (anything else skipped).
+owner_answer(C, Query) ->
+    ?C:send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"own1">>},
+                                                {<<"to">>, ?M:room(<<"r">>)}], children = [Query]}),
+    Got = ?M:until(C, fun(E) -> E#xmlel.name =:= <<"iq">> andalso throng_xml:attr(<<"id">>, E) =:= <<"own1">> end),
+    [E || E <- Got, (?M:is_presence(E) andalso ?M:type(E) =:= <<"unavailable">>
+                     andalso lists:member(110, ?M:codes(E))) orelse E#xmlel.name =:= <<"iq">>].

@@ -280,7 +280,9 @@ destroy(From, To, El, D, S) ->
                                       ?X:occupant_id(O#occ.oid)]}}
                   || V <- maps:values(S#muc.occs)]
              end || O <- maps:values(S#muc.occs)]),
-    {destroyed, S#muc{occs = #{}, nicks = #{}}, [result(From, To, El, []) | Out]}.
+    %% The occupants' presence first, then the owner's result (§10.9's
+    %% order): a client that sees the result knows it is out of the room.
+    {destroyed, S#muc{occs = #{}, nicks = #{}}, Out ++ [result(From, To, El, [])]}.
 
 %% §10.1.2 (instant room: an empty submit), §10.1.3 and §10.2: a
 %% submitted form configures and unlocks the room; cancelling the first
@@ -288,7 +290,8 @@ destroy(From, To, El, D, S) ->
 configure(From, To, El, Payload, X, S) ->
     case {throng_xml:attr(<<"type">>, X), throng_xdata:parse(Payload)} of
         {<<"cancel">>, _} when S#muc.locked ->
-            {destroyed, S, [result(From, To, El, [])]};
+            %% The owner is told it is out, as for any destroyed room.
+            destroy(From, To, El, #xmlel{name = <<"destroy">>}, S);
         {<<"cancel">>, _} ->
             {ok, S, [result(From, To, El, [])]};
         {_, {ok, Values}} ->
