@@ -149,7 +149,7 @@ handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) -
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D0) ->
     %% Resumed while the old connection still looked alive: drop it.
     throng_transport:close(D0#d.sock),
-    D = throng_c2s_stanza:csi_release(resumable, D0#d{sock = undefined}),
+    D = throng_c2s_stanza:csi_release(D0#d{sock = undefined}),
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
     elements(Rest, session, D1);
 handle_event(internal, {Tag, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
@@ -449,8 +449,7 @@ closed(session, #d{sm = SM, jid = JID} = D) when SM =/= undefined ->
             %% What an inactive client had not been sent joins the queue a
             %% resumption re-sends; the next stream starts active.
             D1 = throng_c2s_stanza:csi_release(
-                   resumable, D#d{sock = undefined, out = [],
-                                  sm = throng_stream_mgmt:set_unacked(Kept, SM)}),
+                   D#d{sock = undefined, out = [], sm = throng_stream_mgmt:set_unacked(Kept, SM)}),
             {next_state, resumable, D1,
              [{state_timeout, throng_config:get([stream_management, resume_timeout]) * 1000,
                resume_expired}]};

@@ -9,7 +9,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([stanza/2, deliver/6, routed_batch/3, send_stanza/3, csi/3, csi_release/2, csi_held/1]).
+-export([stanza/2, deliver/6, routed_batch/3, send_stanza/3, csi/3, csi_release/1, csi_held/1]).
 
 %%% Stanzas from the client (RFC 6120 §8, RFC 6121)
 
@@ -295,10 +295,10 @@ csi_flush(#d{csi = Q} = D) ->
 
 %% @doc The connection dropped or moved (XEP-0198): what was held joins the
 %% queue a resumption re-sends, and the next stream starts active.
--spec csi_release(resumable, data()) -> data().
-csi_release(resumable, #d{csi = active} = D) ->
+-spec csi_release(data()) -> data().
+csi_release(#d{csi = active} = D) ->
     D;
-csi_release(resumable, #d{csi = Q} = D) ->
+csi_release(#d{csi = Q} = D) ->
     lists:foldl(fun(Item, Acc) -> queue_only(Item, Acc) end,
                 D#d{csi = active}, throng_c2s_csi:items(Q)).
 

@@ -206,28 +206,15 @@ stanza_from_session(El, #{from := From, to := To}) ->
     case blocks(From, To) of
         false -> ok;
         true ->
-            case throng_stanza:is_error(El) orelse
-                (throng_stanza:kind(El) =:= iq andalso throng_stanza:type(El) =:= <<"result">>) of
-                true -> ok;
-                false ->
-                    Err = throng_stanza:error_reply(
-                            throng_stanza:set_from_to(El, throng_jid:to_binary(From),
-                                                      throng_jid:to_binary(To)),
-                            'not-acceptable'),
-                    %% Straight to this session: the error comes from the
-                    %% blocked JID, which the inbound check would drop.
-                    throng_session:route(self(), To, From, add_blocked(Err))
+            Blocked = #xmlel{name = <<"blocked">>, attrs = [{<<"xmlns">>, ?NS_ERRORS}]},
+            case throng_router:error_answer(From, To, El, 'not-acceptable', Blocked) of
+                none -> ok;
+                %% Straight to this session: the error comes from the
+                %% blocked JID, which the inbound check would drop.
+                Err -> throng_session:route(self(), To, From, Err)
             end,
             stop
     end.
-
-add_blocked(#xmlel{children = Children} = Err) ->
-    Blocked = #xmlel{name = <<"blocked">>, attrs = [{<<"xmlns">>, ?NS_ERRORS}]},
-    Err#xmlel{children = [case C of
-                              #xmlel{name = <<"error">>, children = EC} ->
-                                  C#xmlel{children = EC ++ [Blocked]};
-                              _ -> C
-                          end || C <- Children]}.
 
 %% @doc Hook: a message or IQ for a local user from a JID the user blocked
 %% (§3.5): a message or IQ get/set gets service-unavailable, the rest is

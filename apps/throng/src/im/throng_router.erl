@@ -24,7 +24,7 @@
 
 -include("throng.hrl").
 
--export([route/3, is_local/1, bounce/4, deliver/4]).
+-export([route/3, is_local/1, bounce/4, error_answer/5, deliver/4]).
 -export([register_service/2, unregister_service/1, is_served/1]).
 
 -define(SERVICES, {?MODULE, services}).
@@ -109,15 +109,26 @@ deliver_kept(Pid, From, To, El) ->
 %% are never answered, so two entities cannot bounce forever).
 -spec bounce(#jid{}, #jid{}, #xmlel{}, throng_stanza:condition()) -> ok.
 bounce(From, To, El, Cond) ->
+    case error_answer(From, To, El, Cond, []) of
+        none -> ok;
+        Err ->
+            throng_metrics:incr(stanza_errors),
+            route(To, From, Err)
+    end.
+
+%% @doc The error answer to a stanza From sent To, addressed back to From,
+%% with an application-specific condition (or []); none for an error or an
+%% IQ result, which are never answered.
+-spec error_answer(#jid{}, #jid{}, #xmlel{}, throng_stanza:condition(), #xmlel{} | []) ->
+    #xmlel{} | none.
+error_answer(From, To, El, Cond, App) ->
     case throng_stanza:is_error(El) orelse
         (throng_stanza:kind(El) =:= iq andalso throng_stanza:type(El) =:= <<"result">>) of
-        true -> ok;
+        true -> none;
         false ->
-            throng_metrics:incr(stanza_errors),
-            Err = throng_stanza:error_reply(
-                    throng_stanza:set_from_to(El, throng_jid:to_binary(From),
-                                              throng_jid:to_binary(To)), Cond),
-            route(To, From, Err)
+            throng_stanza:error_reply(
+              throng_stanza:set_from_to(El, throng_jid:to_binary(From), throng_jid:to_binary(To)),
+              Cond, <<>>, App)
     end.
 
 %% Stanzas to the domain itself: IQs are answered by the server's handlers;
