@@ -171,7 +171,7 @@ node_name(El) ->
 
 publish(P, Options, #{to := #jid{user = U, server = S} = Owner, host := Host}) ->
     Max = opt(Host, max_items),
-    maybe([fun() -> node_name(P) end,
+    chain([fun() -> node_name(P) end,
            fun(Node) ->
                    case [I || #xmlel{name = <<"item">>} = I <- P#xmlel.children] of
                        [Item] -> {ok, {Node, Item}};
@@ -236,7 +236,7 @@ publish(P, Options, #{to := #jid{user = U, server = S} = Owner, host := Host}) -
 %% XEP-0060 §8.1: a node created explicitly, with the configuration of the
 %% request's `<configure/>' form (or the defaults); conflict if it exists.
 create(C, Configure, #{to := #jid{user = U, server = S}, host := Host}) ->
-    maybe([fun() -> node_name(C) end,
+    chain([fun() -> node_name(C) end,
            fun(Node) ->
                    case {get_node(U, S, Node), options(Configure)} of
                        {not_found, {ok, Values}} ->
@@ -261,11 +261,11 @@ create(C, Configure, #{to := #jid{user = U, server = S}, host := Host}) ->
 
 %% Runs the steps in turn, each getting what the last one returned: the
 %% first error ends it; the last step's value is the result.
-maybe([], Acc) -> {result, Acc};
-maybe([F | Rest], start) -> step(F(), Rest);
-maybe([F | Rest], Acc) -> step(F(Acc), Rest).
+chain([], Acc) -> {result, Acc};
+chain([F | Rest], start) -> step(F(), Rest);
+chain([F | Rest], Acc) -> step(F(Acc), Rest).
 
-step({ok, V}, Rest) -> maybe(Rest, V);
+step({ok, V}, Rest) -> chain(Rest, V);
 step({error, _} = E, _) -> E;
 step({error, _, _} = E, _) -> E.
 
@@ -279,7 +279,7 @@ options(Options) ->
     end.
 
 retract(R, #{to := #jid{user = U, server = S} = Owner}) ->
-    maybe([fun() -> node_name(R) end,
+    chain([fun() -> node_name(R) end,
            fun(Node) ->
                    case [throng_xml:attr(<<"id">>, I) || #xmlel{name = <<"item">>} = I <- R#xmlel.children] of
                        [Id] when is_binary(Id) -> {ok, {Node, Id}};
@@ -307,12 +307,13 @@ retract(R, #{to := #jid{user = U, server = S} = Owner}) ->
            end], start).
 
 items(I, #{to := #jid{user = U, server = S}} = Ctx) ->
-    maybe([fun() -> node_name(I) end,
+    chain([fun() -> node_name(I) end,
            fun(Node) ->
                    case get_node(U, S, Node) of
                        not_found -> {error, 'item-not-found'};
                        N ->
-                           case throng_pep_node:may_access(asker(Ctx), throng_pep_node:config(N)) of
+                           #{from := #jid{user = FU, server = FS}} = Ctx,
+                           case throng_pep_node:may_access(asker({U, S}, {FU, FS}), throng_pep_node:config(N)) of
                                false ->
                                    {error, 'not-authorized', <<"presence-subscription-required">>};
                                true -> {ok, {Node, N}}
@@ -339,17 +340,18 @@ items(I, #{to := #jid{user = U, server = S}} = Ctx) ->
                                                                || {Id, D, P, _} <- Items]}]}]}
            end], start).
 
-%% Who asks for an account's node.
-asker(#{from := #jid{user = U, server = S}, to := #jid{user = U, server = S}}) ->
+%% Who asks for Owner's node: the owner itself, a contact Owner shares its
+%% presence with (subscription from/both), or anyone else.
+asker(Owner, Owner) ->
     owner;
-asker(#{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S}}) ->
-    case throng_storage:roster_get_item(U, S, {FU, FS}) of
+asker({OU, OS}, Asker) ->
+    case throng_storage:roster_get_item(OU, OS, Asker) of
         #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both -> subscriber;
         _ -> other
     end.
 
 owner_request(<<"get">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user = U, server = S}}) ->
-    maybe([fun() -> node_name(C) end,
+    chain([fun() -> node_name(C) end,
            fun(Node) ->
                    case get_node(U, S, Node) of
                        not_found -> {error, 'item-not-found'};
@@ -361,7 +363,7 @@ owner_request(<<"get">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user =
                    end
            end], start);
 owner_request(<<"set">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user = U, server = S}, host := Host}) ->
-    maybe([fun() -> node_name(C) end,
+    chain([fun() -> node_name(C) end,
            fun(Node) ->
                    case {get_node(U, S, Node), options(C)} of
                        {not_found, _} -> {error, 'item-not-found'};
@@ -381,7 +383,7 @@ owner_request(<<"set">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user =
                    end
            end], start);
 owner_request(<<"set">>, #xmlel{name = <<"delete">>} = D, #{to := #jid{user = U, server = S} = Owner}) ->
-    maybe([fun() -> node_name(D) end,
+    chain([fun() -> node_name(D) end,
            fun(Node) ->
                    case get_node(U, S, Node) of
                        not_found -> {error, 'item-not-found'};
@@ -445,17 +447,17 @@ item_el(Id, Data, Publisher) ->
 %% contacts it receives presence from — now, or once its capabilities are
 %% learnt.
 -spec initial_presence([throng_session:item()], #{jid := #jid{}}) -> ok.
-initial_presence(_Items, #{jid := #jid{user = U, server = S, resource = R} = JID}) ->
-    Pres = case lists:keyfind(R, 1, throng_sm:resources({U, S})) of
-               {R, _Pid, _Prio, P} -> P;
-               false -> undefined
+initial_presence(_Items, #{jid := JID}) ->
+    Pres = case throng_sm:own_presence(JID) of
+               {_Prio, P} -> P;
+               undefined -> undefined
            end,
     case throng_caps:from_presence(Pres) of
         none -> ok;
         Caps ->
             case throng_caps:lookup(Caps) of
                 {ok, Features} -> send_last(JID, Features);
-                unknown -> throng_router:route(throng_jid:bare(JID), JID, throng_caps:query(JID, Caps))
+                unknown -> ask_caps(JID, Caps)
             end
     end,
     ok.
@@ -463,12 +465,17 @@ initial_presence(_Items, #{jid := #jid{user = U, server = S, resource = R} = JID
 %% @doc Hook: the answer to our capabilities query is consumed here; when
 %% it proves right, the resource gets the last items it missed.
 -spec stanza_from_session(#xmlel{}, #{from := #jid{}, to := #jid{}}) -> ok | stop.
-stanza_from_session(#xmlel{name = <<"presence">>} = El, #{from := JID, to := To}) ->
+stanza_from_session(#xmlel{name = <<"presence">>} = El,
+                    #{from := #jid{user = U, server = S} = JID, to := To}) ->
     %% A later presence (a broadcast, not directed) whose capabilities
     %% changed: the resource gets the last items of the nodes it now wants
     %% (learning the new ver first if it is unknown). The first presence is
     %% initial_presence/2's.
-    case To =:= throng_jid:bare(JID) andalso throng_stanza:type(El) =:= <<>> of
+    Broadcast = case To of
+                    #jid{user = U, server = S, resource = <<>>} -> throng_stanza:type(El) =:= <<>>;
+                    _ -> false
+                end,
+    case Broadcast of
         true ->
             try caps_changed(JID, El)
             catch error:{storage_failed, Why} ->
@@ -489,27 +496,37 @@ stanza_from_session(El, #{from := JID}) ->
             stop
     end.
 
-caps_changed(#jid{user = U, server = S, resource = R} = JID, El) ->
-    case lists:keyfind(R, 1, throng_sm:resources({U, S})) of
-        {R, _Pid, Prio, Old} when Prio =/= undefined ->
-            New = throng_caps:from_presence(El),
-            case New =/= throng_caps:from_presence(Old) andalso New of
-                false -> ok;
-                none -> ok;
-                Caps ->
-                    case throng_caps:lookup(Caps) of
-                        {ok, Features} ->
-                            Before = case throng_caps:features(Old) of
-                                         {ok, F} -> F;
-                                         _ -> []
-                                     end,
-                            send_last(JID, Features -- Before);
-                        unknown ->
-                            throng_router:route(throng_jid:bare(JID), JID, throng_caps:query(JID, Caps))
-                    end
-            end;
-        _ -> ok
+%% Runs for every presence a client broadcasts: a presence without
+%% capabilities costs nothing more, and one with them a read of the
+%% session's own row (the presence it had before this one).
+caps_changed(JID, El) ->
+    case throng_caps:from_presence(El) of
+        none -> ok;
+        New ->
+            case throng_sm:own_presence(JID) of
+                {Prio, Old} when Prio =/= undefined -> caps_changed(JID, New, throng_caps:from_presence(Old));
+                _ -> ok
+            end
     end.
+
+caps_changed(_JID, Same, Same) ->
+    ok;
+caps_changed(JID, New, Old) ->
+    case throng_caps:lookup(New) of
+        {ok, Features} ->
+            Before = case Old =/= none andalso throng_caps:lookup(Old) of
+                         {ok, F} -> F;
+                         _ -> []
+                     end,
+            send_last(JID, Features -- Before);
+        unknown ->
+            ask_caps(JID, New)
+    end.
+
+%% The resource is asked for the disco#info its ver stands for, from its
+%% own account (so that the answer passes through its own session).
+ask_caps(JID, Caps) ->
+    throng_router:route(throng_jid:bare(JID), JID, throng_caps:query(Caps)).
 
 send_last(#jid{user = U, server = S} = JID, Features) ->
     Wanted = [binary:part(F, 0, byte_size(F) - 7) || F <- Features, byte_size(F) > 7,
@@ -518,36 +535,36 @@ send_last(#jid{user = U, server = S} = JID, Features) ->
         [] -> ok;
         _ ->
             {_Ver, Roster} = throng_storage:roster_get(U, S),
-            Owners = [{owner, {U, S}} |
-                      [{asker_of_owner(U, S, C), C}
-                       || #roster_item{jid = {_, CS} = C, subscription = Sub} <- Roster,
-                          Sub =:= to orelse Sub =:= both, throng_router:is_local(CS)]],
-            [last_of(Who, OU, OS, Node, JID)
-             || {Who, {OU, OS}} <- Owners, Node <- node_names(OU, OS), lists:member(Node, Wanted)],
+            Owners = [{U, S} | [C || #roster_item{jid = {_, CS} = C, subscription = Sub} <- Roster,
+                                     Sub =:= to orelse Sub =:= both, throng_router:is_local(CS)]],
+            %% The node list first: a contact without a wanted node costs
+            %% one read, and its roster is read only for a node that needs
+            %% it (access model presence).
+            [last_of({U, S}, Owner, Node, JID)
+             || {OU, OS} = Owner <- Owners, Node <- node_names(OU, OS), lists:member(Node, Wanted)],
             ok
     end.
 
-%% The contact's side: does it give this user a subscription to its
-%% presence (the user's `to' is normally the contact's `from').
-asker_of_owner(U, S, {CU, CS}) ->
-    case throng_storage:roster_get_item(CU, CS, {U, S}) of
-        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both -> subscriber;
-        _ -> other
-    end.
-
-last_of(Who, OU, OS, Node, JID) ->
+last_of(Me, {OU, OS} = Owner, Node, JID) ->
     case get_node(OU, OS, Node) of
         not_found -> ok;
         N ->
             Config = throng_pep_node:config(N),
-            case maps:get(send_last_published_item, Config) andalso
-                throng_pep_node:may_access(Who, Config) andalso throng_pep_node:last(N) of
+            case maps:get(send_last_published_item, Config) andalso visible(Owner, Me, Config)
+                andalso throng_pep_node:last(N) of
                 {Id, Data, Publisher, _} ->
                     throng_router:route(#jid{user = OU, server = OS}, JID,
                                         items_event(Node, [item_el(Id, Data, Publisher)]));
                 _ -> ok
             end
     end.
+
+%% Whether Me may see Owner's node; the roster is read only when the access
+%% model depends on it.
+visible(Owner, Me, #{access_model := presence} = Config) ->
+    throng_pep_node:may_access(asker(Owner, Me), Config);
+visible(Owner, Me, Config) ->
+    throng_pep_node:may_access(case Owner =:= Me of true -> owner; false -> other end, Config).
 
 %%% Storage
 

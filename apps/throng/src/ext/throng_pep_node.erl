@@ -9,7 +9,6 @@
 -export([new/1, config/1, config_from_form/2, preconditions/2, config_form/1,
          publish/2, retract/2, items/1, items/2, last/1, may_access/2]).
 
--define(NS_XDATA, <<"jabber:x:data">>).
 -define(FORM_NODE_CONFIG, <<"http://jabber.org/protocol/pubsub#node_config">>).
 
 -type access() :: presence | open | whitelist.
@@ -97,18 +96,15 @@ preconditions(Values, {Config, Cap}) ->
 -spec config_form(config()) -> #xmlel{}.
 config_form(#{access_model := A, max_items := M, send_last_published_item := S,
               notify_retract := R}) ->
-    Field = fun(Var, Type, Val) ->
-                    #xmlel{name = <<"field">>, attrs = [{<<"var">>, Var}, {<<"type">>, Type}],
-                           children = [#xmlel{name = <<"value">>, children = [{xmlcdata, Val}]}]}
-            end,
-    #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, ?NS_XDATA}, {<<"type">>, <<"form">>}],
-           children = [Field(<<"FORM_TYPE">>, <<"hidden">>, ?FORM_NODE_CONFIG),
+    Field = fun(Var, Type, Val) -> #{var => Var, type => Type, values => [Val]} end,
+    throng_xdata:form(<<>>, <<>>,
+                      [Field(<<"FORM_TYPE">>, <<"hidden">>, ?FORM_NODE_CONFIG),
                        Field(<<"pubsub#access_model">>, <<"list-single">>, atom_to_binary(A)),
                        Field(<<"pubsub#max_items">>, <<"text-single">>, integer_to_binary(M)),
                        Field(<<"pubsub#persist_items">>, <<"boolean">>, <<"1">>),
                        Field(<<"pubsub#send_last_published_item">>, <<"list-single">>,
                              case S of true -> <<"on_sub_and_presence">>; false -> <<"never">> end),
-                       Field(<<"pubsub#notify_retract">>, <<"boolean">>, bool_bin(R))]}.
+                       Field(<<"pubsub#notify_retract">>, <<"boolean">>, bool_bin(R))]).
 
 bool_bin(true) -> <<"1">>;
 bool_bin(false) -> <<"0">>.

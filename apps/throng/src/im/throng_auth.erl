@@ -62,12 +62,22 @@ unregister(User, Server) ->
                 ok ->
                     _ = [throng_session:kick(Pid, <<"account removed">>)
                          || {_, Pid, _, _} <- throng_sm:resources({U, S})],
-                    throng_hooks:notify(user_removed, S, #{user => U, server => S}),
+                    removed(U, S),
                     logger:notice(#{what => account_removed, user => U, server => S}),
                     ok;
                 {error, not_found} = E -> E
             end;
         {error, _} = E -> E
+    end.
+
+%% The modules forget the account's data (archive, PEP nodes, vCard, ...)
+%% in one batch: their deletes become durable together, one sync, not one
+%% each. A sync that fails is logged; the account is gone either way.
+removed(U, S) ->
+    try throng_storage:batch(fun() -> throng_hooks:notify(user_removed, S, #{user => U, server => S}) end)
+    catch error:{storage_failed, Why} ->
+            logger:error(#{what => account_data_removal_not_synced, user => U, server => S,
+                           reason => Why})
     end.
 
 with_account(User, Server, Password, Fun) ->

@@ -14,7 +14,7 @@
 
 -include("throng.hrl").
 
--export([init/0, from_presence/1, features/1, lookup/1, query/2, answer/1, ver/1]).
+-export([init/0, from_presence/1, features/1, lookup/1, query/1, answer/1, ver/1]).
 %% Called by throng_table_owner at boot; ver/1 is the §5 algorithm, tested
 %% against the XEP's examples.
 -ignore_xref([{init, 0}, {ver, 1}]).
@@ -68,8 +68,8 @@ lookup({Hash, _Node, Ver}) ->
 %% @doc The disco#info query that learns a ver, sent to the resource from
 %% its own bare JID (so that the answer passes through the resource's own
 %% session, where {@link answer/1} recognizes it).
--spec query(#jid{}, caps()) -> #xmlel{}.
-query(#jid{}, {Hash, Node, Ver}) ->
+-spec query(caps()) -> #xmlel{}.
+query({Hash, Node, Ver}) ->
     Id = iolist_to_binary([?QUERY_ID, base64:encode(term_to_binary({Hash, Ver}))]),
     #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"get">>}, {<<"id">>, Id}],
            children = [#xmlel{name = <<"query">>,

@@ -29,7 +29,7 @@
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
-         set_detached/2, is_detached/1, has_local/1, set_flag/2, has_flag/2,
+         set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
          host_sessions/1, local_host_sessions/1]).
 -export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
@@ -373,6 +373,16 @@ has_local(US) ->
     case ets:next(?TAB, {US, <<>>}) of
         {US, _} -> true;
         _ -> false
+    end.
+
+%% @doc The recorded presence of a session of this node (one ETS read of
+%% its own row, never a remote view): {Prio, Presence}, Prio undefined
+%% while it is not available; undefined when no such session is here.
+-spec own_presence(#jid{}) -> {undefined | integer(), undefined | #xmlel{}} | undefined.
+own_presence(#jid{user = U, server = S, resource = R}) ->
+    case ets:lookup(?TAB, {{U, S}, R}) of
+        [#session{prio = Prio, pres = Pres}] -> {Prio, unpack(Pres)};
+        [] -> undefined
     end.
 
 %% @doc Sets or clears a flag of the calling session (until it ends).
