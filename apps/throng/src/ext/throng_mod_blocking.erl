@@ -187,11 +187,7 @@ changed(#jid{user = U, server = S} = From, Op, Pushed, Old, New) ->
 %% subscription from or both, RFC 6121's rule for probes), as bare JIDs.
 presence_targets(#jid{user = U, server = S}, Items) ->
     Parsed = [J || B <- Items, {ok, #jid{user = CU} = J} <- [throng_jid:parse(B)], CU =/= <<>>],
-    [throng_jid:bare(J) || J <- Parsed,
-                           case throng_storage:roster_get_item(U, S, {J#jid.user, J#jid.server}) of
-                               #roster_item{subscription = Sub} -> Sub =:= from orelse Sub =:= both;
-                               undefined -> false
-                           end].
+    [throng_jid:bare(J) || J <- Parsed, throng_presence:shares_with(U, S, {J#jid.user, J#jid.server})].
 
 list_el(Name, Jids) ->
     #xmlel{name = Name, attrs = [{<<"xmlns">>, ?NS}],

@@ -109,10 +109,7 @@ for_account(IQ, Ctx, Result) ->
 authorized(#{from := #jid{user = U, server = S}, to := #jid{user = U, server = S}}) ->
     true;
 authorized(#{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S}}) ->
-    case throng_storage:roster_get_item(U, S, {FU, FS}) of
-        #roster_item{subscription = Sub} -> Sub =:= from orelse Sub =:= both;
-        undefined -> false
-    end;
+    throng_presence:shares_with(U, S, {FU, FS});
 authorized(_) ->
     false.
 

@@ -106,10 +106,7 @@ result(IQ, Seconds, Status) ->
 may_see(#jid{user = U, server = S}, #jid{user = U, server = S}) ->
     true;
 may_see(#jid{user = FU, server = FS}, #jid{user = U, server = S}) ->
-    case throng_storage:roster_get_item(U, S, {FU, FS}) of
-        #roster_item{subscription = Sub} -> Sub =:= from orelse Sub =:= both;
-        undefined -> false
-    end.
+    throng_presence:shares_with(U, S, {FU, FS}).
 
 %%% Hooks
 

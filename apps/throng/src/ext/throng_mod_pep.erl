@@ -345,9 +345,9 @@ items(I, #{to := #jid{user = U, server = S}} = Ctx) ->
 asker(Owner, Owner) ->
     owner;
 asker({OU, OS}, Asker) ->
-    case throng_storage:roster_get_item(OU, OS, Asker) of
-        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both -> subscriber;
-        _ -> other
+    case throng_presence:shares_with(OU, OS, Asker) of
+        true -> subscriber;
+        false -> other
     end.
 
 owner_request(<<"get">>, #xmlel{name = <<"configure">>} = C, #{to := #jid{user = U, server = S}}) ->

@@ -10,7 +10,7 @@
 -include("throng.hrl").
 
 -export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, available_to/2,
-         unavailable_to/2, priority/1]).
+         unavailable_to/2, priority/1, shares_with/3]).
 %% Built-in hooks, installed by throng_ext for every host.
 -ignore_xref([{hooks, 0}, {presence_in, 2}]).
 
@@ -43,11 +43,19 @@ presence_in(ok, #{from := From, to := To, el := El}) ->
 %% A probe is answered with the current presence of each available resource,
 %% if the prober is subscribed (RFC 6121 §4.3.2).
 probe(From, #jid{user = U, server = S}) ->
-    case throng_storage:roster_get_item(U, S, {From#jid.user, From#jid.server}) of
-        #roster_item{subscription = Sub} when Sub =:= from; Sub =:= both ->
-            available_to(#jid{user = U, server = S}, From);
-        _ ->
-            ok
+    case shares_with(U, S, {From#jid.user, From#jid.server}) of
+        true -> available_to(#jid{user = U, server = S}, From);
+        false -> ok
+    end.
+
+%% @doc Whether the local user U@S shares its presence with a contact (a
+%% subscription from or both in U's roster): who may probe it, see its last
+%% activity, its disco#info, its PEP nodes of access model presence.
+-spec shares_with(binary(), binary(), {binary(), binary()}) -> boolean().
+shares_with(U, S, Contact) ->
+    case throng_storage:roster_get_item(U, S, Contact) of
+        #roster_item{subscription = Sub} -> Sub =:= from orelse Sub =:= both;
+        undefined -> false
     end.
 
 %% @doc The session of User (a full JID) sent its initial presence El (no
