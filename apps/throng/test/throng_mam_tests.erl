@@ -178,7 +178,10 @@ fetch(Archive) ->
     end.
 
 count(Archive) ->
-    fun(F) -> length([M || M <- Archive, selects(F, M)]) end.
+    fun(F, Before) ->
+            Sel = [Id || #mam_msg{id = Id} = M <- Archive, selects(F, M)],
+            {length(Sel), length([Id || Id <- Sel, Id < Before])}
+    end.
 
 q(F, Max, After, Before) ->
     #{filter => F, named => [], max => Max, 'after' => After, before => Before, flip => false,

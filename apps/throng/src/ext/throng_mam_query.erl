@@ -37,10 +37,12 @@
 -type page() :: #{messages := [#mam_msg{}], complete := boolean(),
                   count := non_neg_integer(), index := non_neg_integer() | undefined}.
 %% The storage functions a page is found with (throng_storage's mam_query
-%% and mam_count for one user).
+%% and mam_count/4 for one user: the set's size and how many of it have an
+%% id below the one given).
 -type fetch() :: fun((#mam_filter{}, throng_storage:mam_direction(), non_neg_integer()) ->
                         [#mam_msg{}]).
--type count() :: fun((#mam_filter{}) -> non_neg_integer()).
+-type count() :: fun((#mam_filter{}, non_neg_integer()) ->
+                        {non_neg_integer(), non_neg_integer()}).
 -type error() :: {error, throng_stanza:condition(), binary()}.
 
 %%% Reading a query
@@ -163,7 +165,9 @@ non_neg(Text) ->
 %%% Finding a page
 
 %% @doc The page of a query, with Fetch and Count reading one user's
-%% archive (throng_storage:mam_query/5 and mam_count/3).
+%% archive (throng_storage:mam_query/5 and mam_count/4). The set is counted
+%% once: the same read gives the index of the page's first message (the
+%% messages of the set below it; archive ids are positive).
 -spec page(query(), fetch(), count()) -> page().
 page(#{filter := F, max := Max, 'after' := After, before := Before}, Fetch, Count) ->
     Walked = narrow(narrow(F, 'after', After), before, Before),
@@ -177,11 +181,12 @@ page(#{filter := F, max := Max, 'after' := After, before := Before}, Fetch, Coun
                    forward -> lists:sublist(Read, Max);
                    backward -> lists:nthtail(length(Read) - min(Max, length(Read)), Read)
                end,
-    Index = case Messages of
-                [] -> undefined;
-                [#mam_msg{id = First} | _] -> Count(narrow(F, before, First))
-            end,
-    #{messages => Messages, complete => Complete, count => Count(F), index => Index}.
+    {Size, Index} = case Messages of
+                        [] -> {N, 0} = Count(F, 0),
+                              {N, undefined};
+                        [#mam_msg{id = First} | _] -> Count(F, First)
+                    end,
+    #{messages => Messages, complete => Complete, count => Size, index => Index}.
 
 narrow(F, _, undefined) -> F;
 narrow(F, _, last) -> F;

@@ -368,7 +368,7 @@ query(IQ, P, NS, #{from := #jid{user = U, server = S} = From, to := To}) ->
                 true ->
                     Page = throng_mam_query:page(
                              Q, fun(F, Dir, N) -> throng_storage:mam_query(U, S, F, Dir, N) end,
-                             fun(F) -> throng_storage:mam_count(U, S, F) end),
+                             fun(F, Before) -> throng_storage:mam_count(U, S, F, Before) end),
                     send_page(Pid, To, From, NS, Key, Q, Page),
                     Fin = throng_mam_query:fin(NS, Page, fun(Id) -> throng_mam_id:encode(Key, Id) end),
                     throng_session:route(Pid, To, From, throng_stanza:iq_result(IQ, [Fin])),

@@ -177,11 +177,14 @@ mam() ->
              " AND id = ANY($5::bigint[])"
              " AND ($6::text IS NULL OR with_bare = $6) AND ($7::text IS NULL OR with_resource = $7)"
              " ORDER BY id"},
-            {mam_count, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE},
-            {mam_count_bare, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE
-             " AND with_bare = $5"},
-            {mam_count_full, "SELECT count(*) FROM mam_messages WHERE " ?MAM_RANGE
-             " AND with_bare = $5 AND with_resource = $6"},
+            %% The set's size and how many of it are below an id (the
+            %% index of a page's first message), in one scan.
+            {mam_count, "SELECT count(*), count(*) FILTER (WHERE id < $5)"
+             " FROM mam_messages WHERE " ?MAM_RANGE},
+            {mam_count_bare, "SELECT count(*), count(*) FILTER (WHERE id < $6)"
+             " FROM mam_messages WHERE " ?MAM_RANGE " AND with_bare = $5"},
+            {mam_count_full, "SELECT count(*), count(*) FILTER (WHERE id < $7)"
+             " FROM mam_messages WHERE " ?MAM_RANGE " AND with_bare = $5 AND with_resource = $6"},
             {mam_delete_user, "DELETE FROM mam_messages WHERE server = $1 AND username = $2"},
             {mam_expire_age, "DELETE FROM mam_messages WHERE server = $1 AND id < $2"},
             %% Every message of the server beyond its user's newest $2.

@@ -43,7 +43,7 @@
 %% the account goes.
 %%
 %% == Message archive ==
-%% {@link mam_store/3}, {@link mam_query/5}, {@link mam_count/3},
+%% {@link mam_store/3}, {@link mam_query/5}, {@link mam_count/4},
 %% {@link mam_delete_user/2} and {@link mam_expire/3} keep each user's
 %% archive of messages (XEP-0313, throng_mod_mam) ordered by id: the time a
 %% message was archived in microseconds, unique in the archive. A query
@@ -70,7 +70,9 @@
 -export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
--export([mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
+-export([mam_store/3, mam_query/5, mam_count/3, mam_count/4, mam_delete_user/2, mam_expire/3]).
+%% API used by tests and the benchmarks (a page counts with mam_count/4).
+-ignore_xref([{mam_count, 3}]).
 
 -type luser() :: binary().
 -type lserver() :: binary().
@@ -173,15 +175,18 @@
 %% commit). mam_query returns the
 %% messages the filter selects, in ascending order of id: the first Limit
 %% of them (forward) or the last Limit (backward); it reads no more of the
-%% archive than it needs to. mam_count counts what the filter selects (may
-%% read the user's whole range). mam_delete_user removes a user's archive.
+%% archive than it needs to. mam_count counts what the filter selects and,
+%% in the same read, how many of those have an id below Before (the index
+%% of a page's first message); it may read the user's whole range, once.
+%% mam_delete_user removes a user's archive.
 %% mam_expire removes, for every user of the server, the messages older
 %% than Before (an id) and those beyond the newest MaxPerUser, and returns
 %% how many it removed (it may scan everything: for a periodic sweep).
 -callback mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
 -callback mam_query(luser(), lserver(), #mam_filter{}, mam_direction(), non_neg_integer()) ->
     [#mam_msg{}].
--callback mam_count(luser(), lserver(), #mam_filter{}) -> non_neg_integer().
+-callback mam_count(luser(), lserver(), #mam_filter{}, Before :: non_neg_integer()) ->
+    {Count :: non_neg_integer(), Below :: non_neg_integer()}.
 -callback mam_delete_user(luser(), lserver()) -> ok.
 -callback mam_expire(lserver(), Before :: non_neg_integer(),
                      MaxPerUser :: non_neg_integer() | infinity) -> non_neg_integer().
@@ -287,7 +292,15 @@ mam_query(U, S, Filter, Direction, Limit) -> (backend()):mam_query(U, S, Filter,
 
 %% @doc How many messages of the user's archive the filter selects.
 -spec mam_count(luser(), lserver(), #mam_filter{}) -> non_neg_integer().
-mam_count(U, S, Filter) -> (backend()):mam_count(U, S, Filter).
+mam_count(U, S, Filter) ->
+    {Count, 0} = mam_count(U, S, Filter, 0),
+    Count.
+
+%% @doc How many messages of the user's archive the filter selects, and how
+%% many of them have an id below Before: one read of the archive.
+-spec mam_count(luser(), lserver(), #mam_filter{}, non_neg_integer()) ->
+    {non_neg_integer(), non_neg_integer()}.
+mam_count(U, S, Filter, Before) -> (backend()):mam_count(U, S, Filter, Before).
 
 %% @doc Removes the user's whole archive.
 -spec mam_delete_user(luser(), lserver()) -> ok.

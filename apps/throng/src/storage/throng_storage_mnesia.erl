@@ -25,7 +25,7 @@
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
-         mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
+         mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
@@ -906,11 +906,18 @@ range_ids(US, #mam_filter{min = Min, max = Max, with = With}) ->
     dirty_select(throng_mam, [{{throng_mam, {US, '$1'}, Peer, '_'},
                                [{'>=', '$1', Min}, {'=<', '$1', Max}], ['$1']}]).
 
--spec mam_count(binary(), binary(), #mam_filter{}) -> non_neg_integer().
-mam_count(U, S, #mam_filter{ids = any} = F) ->
-    length(range_ids({U, S}, F));
-mam_count(U, S, Filter) ->
-    length(mam_query(U, S, Filter, forward, length(Filter#mam_filter.ids))).
+%% One select of the range; the ids below Before are counted in what it
+%% returned.
+-spec mam_count(binary(), binary(), #mam_filter{}, non_neg_integer()) ->
+    {non_neg_integer(), non_neg_integer()}.
+mam_count(U, S, #mam_filter{ids = any} = F, Before) ->
+    count_below(range_ids({U, S}, F), Before);
+mam_count(U, S, Filter, Before) ->
+    Found = mam_query(U, S, Filter, forward, length(Filter#mam_filter.ids)),
+    count_below([Id || #mam_msg{id = Id} <- Found], Before).
+
+count_below(Ids, Before) ->
+    {length(Ids), length([Id || Id <- Ids, Id < Before])}.
 
 -spec mam_delete_user(binary(), binary()) -> ok.
 mam_delete_user(U, S) ->

@@ -48,7 +48,7 @@
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0,
          kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
-         mam_store/3, mam_query/5, mam_count/3, mam_delete_user/2, mam_expire/3]).
+         mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
 
@@ -504,16 +504,19 @@ mam_ids(U, S, #mam_filter{ids = Ids, min = Min, max = Max, with = With}) ->
 mam_msg([Id, Bare, Res, Packet]) ->
     #mam_msg{id = Id, peer = {Bare, Res}, packet = Packet}.
 
--spec mam_count(binary(), binary(), #mam_filter{}) -> non_neg_integer().
-mam_count(U, S, #mam_filter{ids = any, min = Min, max = Max, with = With}) ->
-    [[N]] = case With of
-                any -> read(mam_count, [S, U, Min, Max]);
-                {Bare, any} -> read(mam_count_bare, [S, U, Min, Max, Bare]);
-                {Bare, Res} -> read(mam_count_full, [S, U, Min, Max, Bare, Res])
-            end,
-    N;
-mam_count(U, S, Filter) ->
-    length(mam_ids(U, S, Filter)).
+%% One statement counts the set and, with a FILTER, the part below Before.
+-spec mam_count(binary(), binary(), #mam_filter{}, non_neg_integer()) ->
+    {non_neg_integer(), non_neg_integer()}.
+mam_count(U, S, #mam_filter{ids = any, min = Min, max = Max, with = With}, Before) ->
+    [[N, Below]] = case With of
+                       any -> read(mam_count, [S, U, Min, Max, Before]);
+                       {Bare, any} -> read(mam_count_bare, [S, U, Min, Max, Bare, Before]);
+                       {Bare, Res} -> read(mam_count_full, [S, U, Min, Max, Bare, Res, Before])
+                   end,
+    {N, Below};
+mam_count(U, S, Filter, Before) ->
+    Ids = [Id || #mam_msg{id = Id} <- mam_ids(U, S, Filter)],
+    {length(Ids), length([Id || Id <- Ids, Id < Before])}.
 
 -spec mam_delete_user(binary(), binary()) -> ok.
 mam_delete_user(U, S) ->
