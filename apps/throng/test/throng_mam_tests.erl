@@ -145,6 +145,24 @@ bad_queries_test() ->
     ?assertEqual('bad-request', Err([form([{<<"with">>, [<<"a@b">>, <<"c@d">>]}])])),
     ?assertEqual('feature-not-implemented', Err([rsm([{<<"index">>, <<"3">>}])])).
 
+%% The form's fields as they come: a field without a var (or an empty one)
+%% is an unknown field; a var given twice is applied twice, in order.
+form_fields_as_they_come_test() ->
+    #xmlel{children = Fields} = Form = form([{<<"start">>, [<<"2010-06-07T00:00:00Z">>]}]),
+    NoVar = #xmlel{name = <<"field">>, children = [#xmlel{name = <<"value">>,
+                                                           children = [{xmlcdata, <<"x">>}]}]},
+    ?assertEqual({error, 'feature-not-implemented', <<"unknown field: ">>},
+                 parse([Form#xmlel{children = Fields ++ [NoVar]}])),
+    ?assertEqual({error, 'feature-not-implemented', <<"unknown field: ">>},
+                 parse([Form#xmlel{children = Fields ++ [field(<<>>, [])]}])),
+    {ok, #{filter := F, named := Named}} =
+        parse([form([{<<"start">>, [<<"2010-06-07T00:00:00Z">>]},
+                     {<<"start">>, [<<"2010-06-01T00:00:00Z">>]},
+                     {<<"after-id">>, [<<"id10">>]}, {<<"after-id">>, [<<"id5">>]},
+                     {<<"ids">>, [<<"id12">>]}, {<<"ids">>, [<<"id15">>]}])]),
+    ?assertEqual({1275868800000000, [15]}, {F#mam_filter.min, F#mam_filter.ids}),
+    ?assertEqual([15, 12, 5, 10], Named).
+
 %%% Paging, against a model of storage: a sorted list of messages
 
 archive_gen() ->

@@ -96,3 +96,12 @@ round_trip_test() ->
               || I <- lists:seq(1, 5)],
     {ok, V} = throng_xdata:parse(cmd([x(<<"submit">>, Fields)])),
     ?assertEqual(maps:from_list(Fields), V).
+
+%% fields/1 reads an <x/> as it comes: any type, in order, a var given twice
+%% and a field without one kept.
+fields_test() ->
+    X = x(<<"form">>, [{<<"a">>, [<<"1">>]}, {none, [<<"fixed">>]}, {<<"a">>, [<<"2">>, <<"3">>]},
+                       {<<"b">>, []}]),
+    ?assertEqual([{<<"a">>, [<<"1">>]}, {undefined, [<<"fixed">>]}, {<<"a">>, [<<"2">>, <<"3">>]},
+                  {<<"b">>, []}], throng_xdata:fields(X)),
+    ?assertEqual([], throng_xdata:fields(x(<<"submit">>, []))).

@@ -72,14 +72,15 @@ parse(#xmlel{} = Query, Decode, Limits) ->
 bad(Cond, Text) ->
     throw({bad, Cond, Text}).
 
-%% The data form: filters, and the ids it named.
+%% The data form: filters, and the ids it named. Its fields are taken in
+%% order, a var given twice applied twice; a field without a var is an
+%% unknown field (named `').
 filters(Query, Decode) ->
     case throng_xml:subel(Query, <<"x">>, ?NS_DATA) of
         undefined -> {#mam_filter{}, []};
         X ->
-            Fields = [{throng_xml:attr(<<"var">>, F, <<>>),
-                       [throng_xml:cdata(V) || #xmlel{name = <<"value">>} = V <- throng_xml:subels(F)]}
-                      || #xmlel{name = <<"field">>} = F <- throng_xml:subels(X)],
+            Fields = [{case Var of undefined -> <<>>; _ -> Var end, Values}
+                      || {Var, Values} <- throng_xdata:fields(X)],
             lists:foldl(fun(Field, Acc) -> field(Field, Decode, Acc) end,
                         {#mam_filter{}, []}, Fields)
     end.

@@ -14,7 +14,7 @@
 
 -include("throng.hrl").
 
--export([form/3, result/2, parse/1, value/2, values/2, text/2]).
+-export([form/3, result/2, parse/1, fields/1, value/2, values/2, text/2]).
 
 -define(NS_XDATA, <<"jabber:x:data">>).
 
@@ -68,23 +68,29 @@ parse(Parent) ->
         undefined -> none;
         X ->
             case throng_xml:attr(<<"type">>, X) of
-                T when T =:= <<"submit">>; T =:= <<"cancel">> -> fields(throng_xml:subels(X), #{});
+                T when T =:= <<"submit">>; T =:= <<"cancel">> -> by_var(fields(X), #{});
                 _ -> {error, not_submit}
             end
     end.
 
-fields([], Acc) ->
+by_var([], Acc) ->
     {ok, Acc};
-fields([#xmlel{name = <<"field">>} = F | Rest], Acc) ->
-    case throng_xml:attr(<<"var">>, F) of
-        undefined -> fields(Rest, Acc);
-        Var when is_map_key(Var, Acc) -> {error, duplicate_field};
-        Var ->
-            Vs = [throng_xml:cdata(V) || #xmlel{name = <<"value">>} = V <- throng_xml:subels(F)],
-            fields(Rest, Acc#{Var => Vs})
-    end;
-fields([_ | Rest], Acc) ->
-    fields(Rest, Acc).
+by_var([{undefined, _} | Rest], Acc) ->
+    by_var(Rest, Acc);
+by_var([{Var, _} | _], Acc) when is_map_key(Var, Acc) ->
+    {error, duplicate_field};
+by_var([{Var, Vs} | Rest], Acc) ->
+    by_var(Rest, Acc#{Var => Vs}).
+
+%% @doc The fields of a form's `<x/>' element as they come, in order: each
+%% one's var (`undefined' when it has none) and values. Lenient: neither
+%% the form's type nor a var given twice is checked, and a field without a
+%% var is kept (parse/1 does all three).
+-spec fields(#xmlel{}) -> [{binary() | undefined, [binary()]}].
+fields(X) ->
+    [{throng_xml:attr(<<"var">>, F),
+      [throng_xml:cdata(V) || #xmlel{name = <<"value">>} = V <- throng_xml:subels(F)]}
+     || #xmlel{name = <<"field">>} = F <- throng_xml:subels(X)].
 
 %% @doc A single-valued field's value: its first value, `undefined' when the
 %% field is absent or has no value or only an empty one.
