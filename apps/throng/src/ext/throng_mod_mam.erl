@@ -115,13 +115,21 @@ cancel_sweep(Host) ->
         TRef -> _ = timer:cancel(TRef), ok
     end.
 
+%% The key's cache is the node's, not the host's: it goes with the last
+%% host that runs the module (a host runs it from its start to its stop:
+%% while its sweep's entry is there).
 -spec stop(binary()) -> ok.
 stop(Host) ->
     cancel_sweep(Host),
     _ = persistent_term:erase({?MODULE, sweep, Host}),
-    %% Read again at the next start: the storage may be another one.
-    _ = persistent_term:erase(?KEY_CACHE),
-    ok.
+    case [H || {{?MODULE, sweep, H}, _} <- persistent_term:get()] of
+        [] ->
+            %% Read again at the next start: the storage may be another one.
+            _ = persistent_term:erase(?KEY_CACHE),
+            ok;
+        _Running ->
+            ok
+    end.
 
 %%% Archiving
 
@@ -452,11 +460,21 @@ expire(Host, Before, Max) ->
 
 %% Made once for every node that shares the storage (under a cluster-wide
 %% lock, so that two nodes starting on new storage do not make two), kept
-%% in the key-value store, read once per node.
+%% in the key-value store, read once per node: the cache is looked at again
+%% under the lock, so that the queries of a burst that waited for it do not
+%% each read the store.
 key() ->
     case persistent_term:get(?KEY_CACHE, undefined) of
         undefined ->
-            Key = global:trans({?KEY_CACHE, self()}, fun stored_key/0),
+            global:trans({?KEY_CACHE, self()}, fun cached_key/0);
+        Key ->
+            Key
+    end.
+
+cached_key() ->
+    case persistent_term:get(?KEY_CACHE, undefined) of
+        undefined ->
+            Key = stored_key(),
             persistent_term:put(?KEY_CACHE, Key),
             Key;
         Key ->
