@@ -58,3 +58,32 @@ error_reply_app_condition_test() ->
     ?assertEqual([<<"bad-request">>, <<"bad-sessionid">>], [C#xmlel.name || C <- throng_xml:subels(NoText)]),
     ?assertEqual(throng_stanza:error_reply(msg(), 'bad-request', <<"why">>),
                  throng_stanza:error_reply(msg(), 'bad-request', <<"why">>, [])).
+
+%% XEP-0082 stamps in UTC with microseconds; XEP-0203 delays with and
+%% without a from, in that attribute order.
+stamp_and_delay_test() ->
+    T = 1278800905000042,
+    ?assertEqual(<<"2010-07-10T22:28:25.000042Z">>, throng_stanza:stamp(T)),
+    ?assertEqual(<<"1970-01-01T00:00:00.000000Z">>, throng_stanza:stamp(0)),
+    ?assertEqual(<<"<delay xmlns='urn:xmpp:delay' stamp='2010-07-10T22:28:25.000042Z'/>">>,
+                 throng_xml:to_binary(throng_stanza:delay(T, undefined))),
+    ?assertEqual(<<"<delay xmlns='urn:xmpp:delay' from='localhost'"
+                   " stamp='2010-07-10T22:28:25.000042Z'/>">>,
+                 throng_xml:to_binary(throng_stanza:delay(T, <<"localhost">>))).
+
+%% XEP-0297: what comes before the stanza, then the stanza with jabber:client
+%% spelled out first or last; a namespace it has is kept where it is.
+forwarded_test() ->
+    M = #xmlel{name = <<"message">>, attrs = [{<<"to">>, <<"b@x">>}],
+               children = [#xmlel{name = <<"body">>, children = [{xmlcdata, <<"hi">>}]}]},
+    D = throng_stanza:delay(1278800905000000, undefined),
+    ?assertEqual(<<"<forwarded xmlns='urn:xmpp:forward:0'><delay xmlns='urn:xmpp:delay'"
+                   " stamp='2010-07-10T22:28:25.000000Z'/><message xmlns='jabber:client'"
+                   " to='b@x'><body>hi</body></message></forwarded>">>,
+                 throng_xml:to_binary(throng_stanza:forwarded([D], M, first))),
+    ?assertEqual(<<"<forwarded xmlns='urn:xmpp:forward:0'><message to='b@x'"
+                   " xmlns='jabber:client'><body>hi</body></message></forwarded>">>,
+                 throng_xml:to_binary(throng_stanza:forwarded([], M, last))),
+    Own = M#xmlel{attrs = [{<<"to">>, <<"b@x">>}, {<<"xmlns">>, <<"jabber:server">>}]},
+    [First] = (throng_stanza:forwarded([], Own, first))#xmlel.children,
+    ?assertEqual(Own, First).

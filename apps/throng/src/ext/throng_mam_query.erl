@@ -25,7 +25,6 @@
 
 -define(NS_DATA, <<"jabber:x:data">>).
 -define(NS_RSM, <<"http://jabber.org/protocol/rsm">>).
--define(NS_FORWARD, <<"urn:xmpp:forward:0">>).
 
 -type query() :: #{filter := #mam_filter{},   %% the set the form's filters select
                    named := [non_neg_integer()],  %% every id the client named
@@ -202,12 +201,7 @@ narrow(#mam_filter{max = Max} = F, before, Id) -> F#mam_filter{max = min(Max, ma
 -spec result_message(binary(), binary() | undefined, binary(), #mam_msg{}) -> #xmlel{}.
 result_message(NS, QueryId, ClientId, #mam_msg{id = Id, packet = Packet}) ->
     {Stanza, _} = throng_xml_el:parse_el(Packet, 1000),
-    Stamp = calendar:system_time_to_rfc3339(Id, [{unit, microsecond}, {offset, "Z"}]),
-    Forwarded = #xmlel{name = <<"forwarded">>, attrs = [{<<"xmlns">>, ?NS_FORWARD}],
-                       children = [#xmlel{name = <<"delay">>,
-                                          attrs = [{<<"xmlns">>, ?NS_DELAY},
-                                                   {<<"stamp">>, list_to_binary(Stamp)}]},
-                                   client_ns(Stanza)]},
+    Forwarded = throng_stanza:forwarded([throng_stanza:delay(Id, undefined)], Stanza, first),
     Result = #xmlel{name = <<"result">>,
                     attrs = [{<<"xmlns">>, NS}] ++ [{<<"queryid">>, QueryId} || QueryId =/= undefined]
                         ++ [{<<"id">>, ClientId}],
@@ -215,13 +209,6 @@ result_message(NS, QueryId, ClientId, #mam_msg{id = Id, packet = Packet}) ->
     #xmlel{name = <<"message">>,
            attrs = [{<<"id">>, integer_to_binary(erlang:unique_integer([positive]))}],
            children = [Result]}.
-
-%% Inside <forwarded/> the stanza needs its namespace spelled out.
-client_ns(#xmlel{} = El) ->
-    case throng_xml:attr(<<"xmlns">>, El) of
-        undefined -> El#xmlel{attrs = [{<<"xmlns">>, ?NS_CLIENT} | El#xmlel.attrs]};
-        _ -> El
-    end.
 
 %% @doc The `<fin/>' of a page, with Encode giving the ids clients see.
 -spec fin(binary(), page(), fun((non_neg_integer()) -> binary())) -> #xmlel{}.

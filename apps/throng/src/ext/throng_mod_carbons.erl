@@ -38,7 +38,6 @@
 
 -define(NS, <<"urn:xmpp:carbons:2">>).
 -define(NS_RULES, <<"urn:xmpp:carbons:rules:0">>).
--define(NS_FORWARD, <<"urn:xmpp:forward:0">>).
 -define(NS_HINTS, <<"urn:xmpp:hints">>).
 -define(NS_MUC_USER, <<"http://jabber.org/protocol/muc#user">>).
 %% Payloads that make a message worth copying whatever its type.
@@ -122,12 +121,7 @@ copy(Dir, From, To, El, #jid{user = U, server = S}, Skip) ->
 
 wrap(Dir, From, To, #xmlel{} = El) ->
     Orig = throng_stanza:set_from_to(El, throng_jid:to_binary(From), throng_jid:to_binary(To)),
-    Orig1 = case throng_xml:attr(<<"xmlns">>, Orig) of
-                undefined -> throng_xml:set_attr(<<"xmlns">>, ?NS_CLIENT, Orig);
-                _ -> Orig
-            end,
-    Forwarded = #xmlel{name = <<"forwarded">>, attrs = [{<<"xmlns">>, ?NS_FORWARD}],
-                       children = [Orig1]},
+    Forwarded = throng_stanza:forwarded([], Orig, last),
     #xmlel{name = <<"message">>,
            attrs = [{<<"type">>, throng_stanza:type(El)} || throng_stanza:type(El) =/= <<>>],
            children = [#xmlel{name = atom_to_binary(Dir), attrs = [{<<"xmlns">>, ?NS}],

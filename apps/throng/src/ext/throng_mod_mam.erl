@@ -407,10 +407,7 @@ metadata(IQ, U, S) ->
     End = fun(Name, Direction) ->
                   [#xmlel{name = Name,
                           attrs = [{<<"id">>, throng_mam_id:encode(Key, Id)},
-                                   {<<"timestamp">>, list_to_binary(
-                                                        calendar:system_time_to_rfc3339(
-                                                          Id, [{unit, microsecond},
-                                                               {offset, "Z"}]))}]}
+                                   {<<"timestamp">>, throng_stanza:stamp(Id)}]}
                    || #mam_msg{id = Id} <- throng_storage:mam_query(U, S, #mam_filter{},
                                                                     Direction, 1)]
           end,

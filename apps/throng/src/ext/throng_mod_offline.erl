@@ -116,8 +116,7 @@ store(From, #jid{user = U, server = S} = To, El) ->
 %% delay stamp from the server.
 -spec stamp(#offline_msg{}, binary()) -> binary().
 stamp(#offline_msg{timestamp = T, packet = P}, Server) ->
-    Stamp = calendar:system_time_to_rfc3339(T, [{unit, microsecond}, {offset, "Z"}]),
-    Delay = ["<delay xmlns='", ?NS_DELAY, "' from='", Server, "' stamp='", Stamp,
+    Delay = ["<delay xmlns='", ?NS_DELAY, "' from='", Server, "' stamp='", throng_stanza:stamp(T),
              "'>Offline storage</delay>"],
     Size = byte_size(P),
     case P of

@@ -6,9 +6,11 @@
 
 -export([kind/1, type/1, id/1, error_reply/2, error_reply/3, error_reply/4,
          iq_result/1, iq_result/2, is_error/1, set_from_to/3, strip_from_to/1,
-         copy/1]).
+         copy/1, stamp/1, delay/2, forwarded/3]).
 
 -type condition() :: atom().
+
+-define(NS_FORWARD, <<"urn:xmpp:forward:0">>).
 -export_type([condition/0]).
 
 %% @doc message | presence | iq | other.
@@ -124,3 +126,32 @@ copy(#xmlel{name = N, attrs = A, children = C}) ->
 
 copy_child({xmlcdata, B}) -> {xmlcdata, binary:copy(B)};
 copy_child(#xmlel{} = El) -> copy(El).
+
+%% @doc A time in microseconds since the epoch as a XEP-0082 DateTime, in
+%% UTC with its microseconds (`2010-07-10T22:28:25.000000Z').
+-spec stamp(integer()) -> binary().
+stamp(Microseconds) ->
+    list_to_binary(calendar:system_time_to_rfc3339(Microseconds, [{unit, microsecond},
+                                                                   {offset, "Z"}])).
+
+%% @doc A XEP-0203 `<delay/>' stamped with a time in microseconds since the
+%% epoch, from an entity (`undefined': no `from').
+-spec delay(integer(), binary() | undefined) -> #xmlel{}.
+delay(Microseconds, From) ->
+    #xmlel{name = <<"delay">>,
+           attrs = [{<<"xmlns">>, ?NS_DELAY}] ++ [{<<"from">>, From} || From =/= undefined]
+               ++ [{<<"stamp">>, stamp(Microseconds)}]}.
+
+%% @doc A XEP-0297 `<forwarded/>' of a stanza, after the elements given
+%% before it (a {@link delay/2}, or none). Inside it the stanza's namespace
+%% is spelled out: one that has no `xmlns' gets `jabber:client' as its
+%% first attribute or as its last.
+-spec forwarded([#xmlel{}], #xmlel{}, first | last) -> #xmlel{}.
+forwarded(Before, #xmlel{attrs = Attrs} = Stanza, XmlnsAt) ->
+    Inner = case lists:keymember(<<"xmlns">>, 1, Attrs) of
+                true -> Stanza;
+                false when XmlnsAt =:= first -> Stanza#xmlel{attrs = [{<<"xmlns">>, ?NS_CLIENT} | Attrs]};
+                false -> Stanza#xmlel{attrs = Attrs ++ [{<<"xmlns">>, ?NS_CLIENT}]}
+            end,
+    #xmlel{name = <<"forwarded">>, attrs = [{<<"xmlns">>, ?NS_FORWARD}],
+           children = Before ++ [Inner]}.
