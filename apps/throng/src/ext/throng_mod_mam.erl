@@ -361,8 +361,8 @@ set_prefs(IQ, P, NS, U, S) ->
 %% in this order.
 query(IQ, P, NS, #{from := #jid{user = U, server = S} = From, to := To}) ->
     Key = key(),
-    Limits = #{default => throng_ext:opt(S, ?MODULE, max_page_size),
-               cap => throng_ext:opt(S, ?MODULE, max_page_size)},
+    PageSize = throng_ext:opt(S, ?MODULE, max_page_size),
+    Limits = #{default => PageSize, cap => PageSize},
     case throng_mam_query:parse(P, fun(T) -> throng_mam_id:decode(Key, T) end, Limits) of
         {error, Cond, Text} ->
             throng_stanza:error_reply(IQ, Cond, Text);
@@ -384,8 +384,7 @@ query(IQ, P, NS, #{from := #jid{user = U, server = S} = From, to := To}) ->
             end
     end.
 
-all_archived(_U, _S, []) ->
-    true;
+%% No ids: a query of 0 messages, which throng_storage answers itself.
 all_archived(U, S, Ids) ->
     length(throng_storage:mam_query(U, S, #mam_filter{ids = Ids}, forward, length(Ids)))
         =:= length(Ids).
