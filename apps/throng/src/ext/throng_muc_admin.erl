@@ -136,7 +136,7 @@ admin_set(From, To, El, Payload, S0) ->
     Apply = fun(_I, {error, _} = E) -> E;
                (I, {ok, S, Out}) ->
                     case admin_item(Actor, I, S) of
-                        {ok, S1, Out1} -> {ok, S1, Out ++ Out1};
+                        {ok, S1, Out1} -> {ok, S1, [Out1 | Out]};
                         {error, _} = E -> E
                     end
             end,
@@ -144,7 +144,8 @@ admin_set(From, To, El, Payload, S0) ->
         [] -> {ok, S0, ?X:error(From, To, El, 'bad-request')};
         _ ->
             case lists:foldl(Apply, {ok, S0, []}, Items) of
-                {ok, S, Out} -> {ok, S, [result(From, To, El, []) | Out]};
+                {ok, S, Outs} ->
+                    {ok, S, [result(From, To, El, []) | lists:append(lists:reverse(Outs))]};
                 {error, Cond} -> {ok, S0, ?X:error(From, To, El, Cond)}
             end
     end.
@@ -217,22 +218,30 @@ affected(S, Bare, New, Extra) ->
     MembersOnly = map_get(members_only, S#muc.config),
     Moderated = map_get(moderated, S#muc.config),
     {S2, Out} =
-        lists:foldl(
-          fun(#occ{nick = Nick} = O, {S1, Acc}) ->
+        fold_out(
+          fun(#occ{nick = Nick} = O, S1) ->
                   if New =:= outcast ->
-                          {S3, Out1} = ?X:remove(S1, Nick, Extra, [301]),
-                          {S3, Acc ++ Out1};
+                          ?X:remove(S1, Nick, Extra, [301]);
                      MembersOnly, New =:= none ->
-                          {S3, Out1} = ?X:remove(S1, Nick, Extra, [321]),
-                          {S3, Acc ++ Out1};
+                          ?X:remove(S1, Nick, Extra, [321]);
                      true ->
                           O1 = O#occ{role = ?R:default_role(New, Moderated)},
                           S3 = S1#muc{occs = (S1#muc.occs)#{Nick => O1}},
                           {Attrs, Children} = Extra,
-                          {S3, Acc ++ ?X:broadcast_presence(S3, O1, {<<>>, Attrs, Children}, [])}
+                          {S3, ?X:broadcast_presence(S3, O1, {<<>>, Attrs, Children}, [])}
                   end
-          end, {S, []}, Mine),
+          end, S, Mine),
     {ok, S2, Out}.
+
+%% Folds Fun(Elem, S) -> {S1, Out1} over the list: the last state and
+%% every Out1 in order (collected in reverse, appended once).
+-spec fold_out(fun((T, #muc{}) -> {#muc{}, [out()]}), #muc{}, [T]) -> {#muc{}, [out()]}.
+fold_out(Fun, S0, List) ->
+    {S, Outs} = lists:foldl(fun(E, {S1, Acc}) ->
+                                    {S2, Out1} = Fun(E, S1),
+                                    {S2, [Out1 | Acc]}
+                            end, {S0, []}, List),
+    {S, lists:append(lists:reverse(Outs))}.
 
 parse_bare(undefined) -> error;
 parse_bare(Bin) ->
@@ -326,13 +335,11 @@ configured(From, To, El, C, #muc{config = Old} = S0) ->
         case map_get(members_only, C) andalso not map_get(members_only, Old) of
             false -> {S, []};
             true ->
-                lists:foldl(fun(#occ{nick = N, jid = J}, {SA, Acc}) ->
-                                    case ?X:affiliation(SA, J) of
-                                        none ->
-                                            {SB, O} = ?X:remove(SA, N, {[], []}, [322]),
-                                            {SB, Acc ++ O};
-                                        _ -> {SA, Acc}
-                                    end
-                            end, {S, []}, maps:values(S#muc.occs))
+                fold_out(fun(#occ{nick = N, jid = J}, SA) ->
+                                 case ?X:affiliation(SA, J) of
+                                     none -> ?X:remove(SA, N, {[], []}, [322]);
+                                     _ -> {SA, []}
+                                 end
+                         end, S, maps:values(S#muc.occs))
         end,
     {ok, S1, [result(From, To, El, []) | Notice ++ Removed]}.
