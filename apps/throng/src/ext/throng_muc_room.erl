@@ -42,9 +42,10 @@
 -type listing() :: hidden | {listed, binary()}.
 -export_type([service/0, listing/0]).
 
-%% The process's state: the room, and what was last written of it,
-%% {durable(Room), History} (undefined: the room is not stored).
--record(st, {room :: #muc{}, saved :: term()}).
+%% The process's state: the room, what was last written of it,
+%% {durable(Room), History} (undefined: the room is not stored), and its
+%% listing as last written to the table (init writes `hidden').
+-record(st, {room :: #muc{}, saved :: term(), listing = hidden :: listing()}).
 
 %% @doc Creates the node's table of running rooms (once; the caller owns it).
 -spec init_table() -> ok.
@@ -218,10 +219,10 @@ after_stanza(ok, #st{room = S, saved = Saved} = St) ->
                   store(fun() -> throng_muc_store:delete(S#muc.jid) end),
                   St#st{saved = undefined}
           end,
-    list(S),
+    St2 = list(St1),
     case Empty of
-        true -> close(St1);
-        false -> {noreply, St1}
+        true -> close(St2);
+        false -> {noreply, St2}
     end.
 
 save(#st{room = S} = St) ->
@@ -235,14 +236,20 @@ store(Fun) ->
             logger:error(#{what => muc_room_store_failed, reason => Why})
     end.
 
-%% The service's disco#items lists public rooms that are not locked.
-list(#muc{jid = #jid{user = Room, server = Service}, config = C, locked = Locked}) ->
+%% The service's disco#items lists public rooms that are not locked. The
+%% table is written only when the listing changed.
+list(#st{room = #muc{jid = #jid{user = Room, server = Service}, config = C, locked = Locked},
+         listing = Last} = St) ->
     Listing = case map_get(public, C) andalso not Locked of
                   true -> {listed, map_get(title, C)};
                   false -> hidden
               end,
-    _ = ets:update_element(?TAB, {Service, Room}, {3, Listing}),
-    ok.
+    case Listing =:= Last of
+        true -> St;
+        false ->
+            _ = ets:update_element(?TAB, {Service, Room}, {3, Listing}),
+            St#st{listing = Listing}
+    end.
 
 %% The room leaves the table first, then hands on what reached it meanwhile
 %% (a new process takes it, loading the room again if it is stored).
