@@ -275,20 +275,29 @@ destroy(From, To, El, D, S) ->
     Destroy = #xmlel{name = <<"destroy">>,
                      attrs = [A || {<<"jid">>, _} = A <- D#xmlel.attrs],
                      children = [R || #xmlel{name = <<"reason">>} = R <- throng_xml:subels(D)]},
-    Out = lists:append(
-            [begin
-                 Occ = O#occ{role = none},
-                 [{?X:occ_jid(S, O#occ.nick), V#occ.jid,
+    Occs = maps:values(S#muc.occs),
+    Gone = fun(#occ{oid = Oid}, Self) ->
                    #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}],
                           children = [?X:muc_user(
                                          [#xmlel{name = <<"item">>,
                                                  attrs = [{<<"affiliation">>, <<"none">>},
                                                           {<<"role">>, <<"none">>}]},
                                           Destroy] ++
-                                             [?X:status(110) || V#occ.nick =:= Occ#occ.nick]),
-                                      ?X:occupant_id(O#occ.oid)]}}
-                  || V <- maps:values(S#muc.occs)]
-             end || O <- maps:values(S#muc.occs)]),
+                                             [?X:status(110) || Self]),
+                                      ?X:occupant_id(Oid)]}
+           end,
+    %% Two versions of each occupant's presence: its own (110) and the
+    %% others'.
+    Out = lists:append(
+            [begin
+                 Own = Gone(O, true),
+                 Others = Gone(O, false),
+                 [{?X:occ_jid(S, Nick), V#occ.jid,
+                   case V#occ.nick of
+                       Nick -> Own;
+                       _ -> Others
+                   end} || V <- Occs]
+             end || #occ{nick = Nick} = O <- Occs]),
     %% The occupants' presence first, then the owner's result (§10.9's
     %% order): a client that sees the result knows it is out of the room.
     {destroyed, S#muc{occs = #{}, nicks = #{}}, Out ++ [result(From, To, El, [])]}.

@@ -70,8 +70,7 @@ entered(From, #jid{resource = Nick}, El, X, Aff, Now, S) ->
     %% others, then its own (110; 201 for a new room, §10.1.1).
     Existing = [{?X:occ_jid(S, O#occ.nick), From, ?X:presence(S1, O, Occ, Avail, [])}
                 || O <- Others],
-    ToOthers = [{?X:occ_jid(S, Nick), O#occ.jid, ?X:presence(S1, Occ, O, Avail, [])}
-                || O <- Others],
+    ToOthers = ?X:presence_to(S1, Occ, Avail, [], Others),
     Own = {?X:occ_jid(S, Nick), From, ?X:presence(S1, Occ, Occ, Avail, [201 || Created])},
     History = case X of
                   undefined -> [];

@@ -8,8 +8,8 @@
 
 -include("throng_muc.hrl").
 
--export([occ_jid/2, affiliation/2, presence/5, broadcast_presence/4, remove/4, error/4,
-         muc_user/1, status/1, occupant_id/1, strip/1, owners/1, occupant_id_of/2]).
+-export([occ_jid/2, affiliation/2, presence/5, presence_to/5, broadcast_presence/4, remove/4,
+         error/4, muc_user/1, status/1, occupant_id/1, strip/1, owners/1, occupant_id_of/2]).
 
 -type out() :: {#jid{}, #jid{}, #xmlel{}}.
 -export_type([out/0]).
@@ -34,10 +34,17 @@ owners(#muc{affs = Affs}) ->
 %% viewer is the occupant itself, 100 with it in a non-anonymous room).
 -spec presence(#muc{}, #occ{}, #occ{}, {binary(), [{binary(), binary()}], [#xmlel{}]},
                [integer()]) -> #xmlel{}.
-presence(S, #occ{nick = Nick, jid = J} = Occ, #occ{nick = VNick, role = VRole},
-         {Type, ItemAttrs, ItemChildren}, Codes0) ->
+presence(S, #occ{nick = Nick} = Occ, #occ{nick = VNick} = Viewer, Item, Codes) ->
     Self = Nick =:= VNick,
-    ShowJid = maps:get(whois, S#muc.config) =:= anyone orelse VRole =:= moderator orelse Self,
+    build(S, Occ, Self, Self orelse shows_jid(S, Viewer), Item, Codes).
+
+%% Whether Viewer, not the occupant itself, sees the real JIDs of others.
+shows_jid(S, #occ{role = VRole}) ->
+    maps:get(whois, S#muc.config) =:= anyone orelse VRole =:= moderator.
+
+%% Occ's presence as the occupant itself (Self) or another sees it, with
+%% or without the real JID.
+build(S, #occ{jid = J} = Occ, Self, ShowJid, {Type, ItemAttrs, ItemChildren}, Codes0) ->
     Item = #xmlel{name = <<"item">>,
                   attrs = [{<<"affiliation">>, atom_to_binary(affiliation(S, J))},
                            {<<"role">>, atom_to_binary(Occ#occ.role)}] ++
@@ -61,9 +68,31 @@ subels(#xmlel{children = Ch}) -> [C || #xmlel{} = C <- Ch].
 %% @doc Occ's presence to every occupant (Occ itself included), each as it
 %% sees it; Codes for everyone, 110 added for Occ.
 -spec broadcast_presence(#muc{}, #occ{}, {binary(), list(), list()}, [integer()]) -> [out()].
-broadcast_presence(S, #occ{nick = Nick} = Occ, Item, Codes) ->
+broadcast_presence(S, Occ, Item, Codes) ->
+    presence_to(S, Occ, Item, Codes, maps:values(S#muc.occs)).
+
+%% @doc Occ's presence to each of Viewers, in their order, each getting
+%% what {@link presence/5} gives it. There are only three versions (the
+%% occupant's own, and the others' with or without the real JID): each is
+%% built once, not once per viewer.
+-spec presence_to(#muc{}, #occ{}, {binary(), list(), list()}, [integer()], [#occ{}]) -> [out()].
+presence_to(S, #occ{nick = Nick} = Occ, Item, Codes, Viewers) ->
     From = occ_jid(S, Nick),
-    [{From, V#occ.jid, presence(S, Occ, V, Item, Codes)} || V <- maps:values(S#muc.occs)].
+    Shown = build(S, Occ, false, true, Item, Codes),
+    Hidden = case maps:get(whois, S#muc.config) of
+                 anyone -> Shown;
+                 _ -> build(S, Occ, false, false, Item, Codes)
+             end,
+    [{From, V#occ.jid,
+      case V of
+          %% Nicks are unique: the occupant's own is built at most once.
+          #occ{nick = Nick} -> build(S, Occ, true, true, Item, Codes);
+          _ ->
+              case shows_jid(S, V) of
+                  true -> Shown;
+                  false -> Hidden
+              end
+      end} || V <- Viewers].
 
 %% @doc Takes the occupant with Nick out of the room; everyone (the
 %% occupant too) gets its unavailable presence with role none, Item's
