@@ -334,9 +334,9 @@ configured(From, To, El, C, #muc{config = Old} = S0) ->
             {anyone, moderators} -> [173];
             _ -> []
         end,
-    Notice = [{S#muc.jid, O#occ.jid,
-               #xmlel{name = <<"message">>, attrs = [{<<"type">>, <<"groupchat">>}],
-                      children = [?X:muc_user([?X:status(Code) || Code <- Codes])]}}
+    Changed = #xmlel{name = <<"message">>, attrs = [{<<"type">>, <<"groupchat">>}],
+                     children = [?X:muc_user([?X:status(Code) || Code <- Codes])]},
+    Notice = [{S#muc.jid, O#occ.jid, Changed}
               || C =/= Old, not S0#muc.locked, O <- maps:values(S#muc.occs)],
     %% §9.4 / §10.2: becoming members-only removes those without an
     %% affiliation (322).

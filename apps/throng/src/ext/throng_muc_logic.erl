@@ -170,14 +170,15 @@ groupchat(Nick, From, To, El0, Now, S) ->
                 false ->
                     {S, ?X:error(From, To, El0, forbidden)}
             end;
-        true ->
+        HasBody, map_get(history_length, C) > 0 ->
+            %% Only what the history keeps is copied off the buffer it
+            %% was read from.
             Copy = throng_stanza:copy(El),
-            H = case HasBody of
-                    true -> throng_muc_history:add(Now, throng_xml:set_attr(<<"nick">>, Nick, Copy),
-                                                   S#muc.history);
-                    false -> S#muc.history
-                end,
-            {S#muc{history = H}, fan_out(S, Nick, Copy)}
+            H = throng_muc_history:add(Now, throng_xml:set_attr(<<"nick">>, Nick, Copy),
+                                       S#muc.history),
+            {S#muc{history = H}, fan_out(S, Nick, Copy)};
+        true ->
+            {S, fan_out(S, Nick, El)}
     end.
 
 fan_out(S, Nick, El) ->
