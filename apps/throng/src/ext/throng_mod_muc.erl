@@ -111,7 +111,7 @@ to_service(From, To, El) ->
             case Payload =/= undefined andalso throng_xml:ns(Payload) of
                 ?NS_DISCO_INFO -> reply(From, To, El, [service_info(Payload)]);
                 ?NS_DISCO_ITEMS -> reply(From, To, El, [service_items(To, Payload)]);
-                ?NS_MUC_PING -> reply(From, To, El, []);
+                ?NS_PING -> reply(From, To, El, []);
                 _ -> throng_router:bounce(From, To, El, 'service-unavailable')
             end;
         {iq, <<"set">>} -> throng_router:bounce(From, To, El, 'service-unavailable');
@@ -120,10 +120,11 @@ to_service(From, To, El) ->
     end.
 
 reply(From, To, El, Children) ->
-    throng_router:route(To, From, throng_stanza:iq_result(throng_stanza:strip_from_to(El), Children)).
+    {F, T, Result} = throng_muc_xml:result(From, To, El, Children),
+    throng_router:route(F, T, Result).
 
 service_info(Payload) ->
-    Features = [?NS_DISCO_INFO, ?NS_DISCO_ITEMS, ?NS_MUC, ?NS_OCCUPANT_ID, ?NS_MUC_PING],
+    Features = [?NS_DISCO_INFO, ?NS_DISCO_ITEMS, ?NS_MUC, ?NS_OCCUPANT_ID, ?NS_PING],
     Node = [{<<"node">>, N} || N <- [throng_xml:attr(<<"node">>, Payload)], N =/= undefined],
     #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_DISCO_INFO} | Node],
            children = [#xmlel{name = <<"identity">>,

@@ -10,7 +10,6 @@
 -define(NS_MUC_CONFIG, <<"http://jabber.org/protocol/muc#roomconfig">>).
 -define(NS_MUC_INFO, <<"http://jabber.org/protocol/muc#roominfo">>).
 -define(NS_OCCUPANT_ID, <<"urn:xmpp:occupant-id:0">>).
--define(NS_MUC_PING, <<"urn:xmpp:ping">>).
 %% XEP-0410 §4: the room answers a self-ping itself (it does not ask the
 %% occupant's client), and says so on the room.
 -define(NS_MUC_SELF_PING, <<"http://jabber.org/protocol/muc#self-ping-optimization">>).

@@ -30,10 +30,10 @@ iq(From, #jid{resource = <<>>} = To, El, _Now, S) ->
     case {Type, NS} of
         {T, _} when T =:= <<"result">>; T =:= <<"error">> -> {ok, S, []};
         {_, undefined} -> {ok, S, ?X:error(From, To, El, 'bad-request')};
-        {<<"get">>, ?NS_DISCO_INFO} -> {ok, S, [result(From, To, El, [info(S, Payload)])]};
+        {<<"get">>, ?NS_DISCO_INFO} -> {ok, S, [?X:result(From, To, El, [info(S, Payload)])]};
         {<<"get">>, ?NS_DISCO_ITEMS} ->
-            {ok, S, [result(From, To, El, [query(?NS_DISCO_ITEMS, [])])]};
-        {<<"get">>, ?NS_MUC_PING} -> {ok, S, [result(From, To, El, [])]};
+            {ok, S, [?X:result(From, To, El, [query(?NS_DISCO_ITEMS, [])])]};
+        {<<"get">>, ?NS_PING} -> {ok, S, [?X:result(From, To, El, [])]};
         {<<"get">>, ?NS_MUC_ADMIN} -> {ok, S, admin_get(From, To, El, Payload, S)};
         {<<"set">>, ?NS_MUC_ADMIN} -> admin_set(From, To, El, Payload, S);
         {<<"get">>, ?NS_MUC_OWNER} -> {ok, S, owner_get(From, To, El, S)};
@@ -42,23 +42,20 @@ iq(From, #jid{resource = <<>>} = To, El, _Now, S) ->
     end;
 iq(From, #jid{resource = Nick} = To, El, _Now, S) ->
     Mine = maps:get(From, S#muc.nicks, undefined),
-    IsPing = throng_xml:subel(El, <<"ping">>, ?NS_MUC_PING) =/= undefined,
+    IsPing = throng_xml:subel(El, <<"ping">>, ?NS_PING) =/= undefined,
     Type = throng_stanza:type(El),
     case maps:find(Nick, S#muc.occs) of
         %% XEP-0410 §3: a non-occupant learns it is not in the room.
         _ when Mine =:= undefined -> {ok, S, ?X:error(From, To, El, 'not-acceptable')};
         %% XEP-0410 §3: the room answers a self-ping.
         {ok, _} when Nick =:= Mine, IsPing, Type =:= <<"get">> ->
-            {ok, S, [result(From, To, El, [])]};
+            {ok, S, [?X:result(From, To, El, [])]};
         error -> {ok, S, ?X:error(From, To, El, 'item-not-found')};
         %% §7.5 (IQs): from one occupant to another, the sender's room
         %% JID as from; the answer comes back the same way.
         {ok, #occ{jid = Target}} ->
             {ok, S, [{?X:occ_jid(S, Mine), Target, throng_stanza:strip_from_to(El)}]}
     end.
-
-result(From, To, El, Children) ->
-    {To, From, throng_stanza:iq_result(throng_stanza:strip_from_to(El), Children)}.
 
 query(NS, Children) ->
     #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, NS}], children = Children}.
@@ -89,11 +86,7 @@ info(#muc{config = C, subject = {Subject, _}} = S, Payload) ->
 %% one role.
 admin_get(From, To, El, Payload, S) ->
     Items = [I || #xmlel{name = <<"item">>} = I <- throng_xml:subels(Payload)],
-    Aff = ?X:affiliation(S, From),
-    Role = case maps:find(From, S#muc.nicks) of
-               {ok, Nick} -> (maps:get(Nick, S#muc.occs))#occ.role;
-               error -> none
-           end,
+    {Aff, Role, _} = actor(From, S),
     case Items of
         [I] ->
             case {?R:affiliation(throng_xml:attr(<<"affiliation">>, I)),
@@ -102,7 +95,7 @@ admin_get(From, To, El, Payload, S) ->
                 {error, R} ->
                     case ?R:may_read_roles(Role) of
                         true ->
-                            [result(From, To, El,
+                            [?X:result(From, To, El,
                                     [query(?NS_MUC_ADMIN,
                                            [item([{<<"nick">>, O#occ.nick},
                                                   {<<"role">>, atom_to_binary(R)},
@@ -115,7 +108,7 @@ admin_get(From, To, El, Payload, S) ->
                 {A, _} ->
                     case ?R:may_read_affiliations(Aff, A) of
                         true ->
-                            [result(From, To, El,
+                            [?X:result(From, To, El,
                                     [query(?NS_MUC_ADMIN,
                                            [item([{<<"affiliation">>, atom_to_binary(A)},
                                                   {<<"jid">>, J}])
@@ -145,7 +138,7 @@ admin_set(From, To, El, Payload, S0) ->
         _ ->
             case lists:foldl(Apply, {ok, S0, []}, Items) of
                 {ok, S, Outs} ->
-                    {ok, S, [result(From, To, El, []) | lists:append(lists:reverse(Outs))]};
+                    {ok, S, [?X:result(From, To, El, []) | lists:append(lists:reverse(Outs))]};
                 {error, Cond} -> {ok, S0, ?X:error(From, To, El, Cond)}
             end
     end.
@@ -254,7 +247,9 @@ parse_bare(Bin) ->
 
 owner_get(From, To, El, S) ->
     case ?X:affiliation(S, From) of
-        owner -> [result(From, To, El, [query(?NS_MUC_OWNER, [throng_muc_config:form(S#muc.config)])])];
+        owner ->
+            [?X:result(From, To, El,
+                       [query(?NS_MUC_OWNER, [throng_muc_config:form(S#muc.config)])])];
         _ -> ?X:error(From, To, El, forbidden)
     end.
 
@@ -300,7 +295,7 @@ destroy(From, To, El, D, S) ->
              end || #occ{nick = Nick} = O <- Occs]),
     %% The occupants' presence first, then the owner's result (§10.9's
     %% order): a client that sees the result knows it is out of the room.
-    {destroyed, S#muc{occs = #{}, nicks = #{}}, Out ++ [result(From, To, El, [])]}.
+    {destroyed, S#muc{occs = #{}, nicks = #{}}, Out ++ [?X:result(From, To, El, [])]}.
 
 %% §10.1.2 (instant room: an empty submit), §10.1.3 and §10.2: a
 %% submitted form configures and unlocks the room; cancelling the first
@@ -311,7 +306,7 @@ configure(From, To, El, Payload, X, S) ->
             %% The owner is told it is out, as for any destroyed room.
             destroy(From, To, El, #xmlel{name = <<"destroy">>}, S);
         {<<"cancel">>, _} ->
-            {ok, S, [result(From, To, El, [])]};
+            {ok, S, [?X:result(From, To, El, [])]};
         {_, {ok, Values}} ->
             case throng_muc_config:parse(Values, S#muc.config, S#muc.limits) of
                 {ok, C} -> configured(From, To, El, C, S);
@@ -351,4 +346,4 @@ configured(From, To, El, C, #muc{config = Old} = S0) ->
                                  end
                          end, S, maps:values(S#muc.occs))
         end,
-    {ok, S1, [result(From, To, El, []) | Notice ++ Removed]}.
+    {ok, S1, [?X:result(From, To, El, []) | Notice ++ Removed]}.

@@ -129,7 +129,7 @@ int(V, Min, Max) ->
 %% @doc The room's disco#info features (§6.4, §15.6).
 -spec features(config()) -> [binary()].
 features(C) ->
-    [?NS_MUC, ?NS_OCCUPANT_ID, ?NS_MUC_PING, ?NS_MUC_SELF_PING, ?NS_DISCO_INFO,
+    [?NS_MUC, ?NS_OCCUPANT_ID, ?NS_PING, ?NS_MUC_SELF_PING, ?NS_DISCO_INFO,
      pick(maps:get(persistent, C), <<"muc_persistent">>, <<"muc_temporary">>),
      pick(maps:get(public, C), <<"muc_public">>, <<"muc_hidden">>),
      pick(maps:get(members_only, C), <<"muc_membersonly">>, <<"muc_open">>),

@@ -234,7 +234,7 @@ invite(Nick, From, To, El, Invites, #muc{config = C} = S) ->
             Affs = case map_get(members_only, C) of
                        true ->
                            lists:foldl(fun({J, _}, A) ->
-                                               K = throng_jid:to_binary(throng_jid:bare(J)),
+                                               K = ?X:bare(J),
                                                case maps:get(K, A, none) of
                                                    none -> A#{K => member};
                                                    _ -> A
@@ -242,7 +242,7 @@ invite(Nick, From, To, El, Invites, #muc{config = C} = S) ->
                                        end, S#muc.affs, Targets);
                        false -> S#muc.affs
                    end,
-            Inviter = throng_jid:to_binary(throng_jid:bare(From)),
+            Inviter = ?X:bare(From),
             Password = [#xmlel{name = <<"password">>, children = [{xmlcdata, map_get(password, C)}]}
                         || map_get(password_protected, C)],
             Out = [{S#muc.jid, J,
@@ -260,9 +260,7 @@ decline(From, D, S) ->
             [{S#muc.jid, Inviter,
               #xmlel{name = <<"message">>,
                      children = [?X:muc_user([#xmlel{name = <<"decline">>,
-                                                     attrs = [{<<"from">>,
-                                                               throng_jid:to_binary(
-                                                                 throng_jid:bare(From))}],
+                                                     attrs = [{<<"from">>, ?X:bare(From)}],
                                                      children = reason(D)}])]}}];
         error -> []
     end.

@@ -150,7 +150,7 @@ init({{Service, Room} = Key, Init, #{limits := Limits}}) ->
                     {stored, C0, A0, S0, H0, _} -> {C0, A0, S0, H0, false};
                     {new, Creator, _} ->
                         C0 = throng_muc_config:default(Limits),
-                        {C0, #{throng_jid:to_binary(throng_jid:bare(Creator)) => owner},
+                        {C0, #{throng_muc_xml:bare(Creator) => owner},
                          {<<>>, <<>>}, throng_muc_history:new(map_get(history_length, C0)), true}
                 end,
             S = #muc{jid = JID, limits = Limits, secret = Secret, config = C, affs = Affs,

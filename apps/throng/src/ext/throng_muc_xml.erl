@@ -8,8 +8,9 @@
 
 -include("throng_muc.hrl").
 
--export([occ_jid/2, affiliation/2, presence/5, presence_to/5, broadcast_presence/4, remove/4,
-         error/4, muc_user/1, status/1, occupant_id/1, strip/1, owners/1, occupant_id_of/2]).
+-export([occ_jid/2, bare/1, affiliation/2, presence/5, presence_to/5, broadcast_presence/4,
+         remove/4, result/4, error/4, muc_user/1, status/1, occupant_id/1, strip/1, owners/1,
+         occupant_id_of/2]).
 
 -type out() :: {#jid{}, #jid{}, #xmlel{}}.
 -export_type([out/0]).
@@ -18,10 +19,14 @@
 -spec occ_jid(#muc{}, binary()) -> #jid{}.
 occ_jid(#muc{jid = R}, Nick) -> R#jid{resource = Nick}.
 
+%% @doc A JID's bare JID as a binary (how affiliations are keyed).
+-spec bare(#jid{}) -> binary().
+bare(JID) -> throng_jid:to_binary(throng_jid:bare(JID)).
+
 %% @doc The affiliation of a real JID (any resource) with the room.
 -spec affiliation(#muc{}, #jid{}) -> throng_muc_rules:affiliation().
 affiliation(#muc{affs = Affs}, JID) ->
-    maps:get(throng_jid:to_binary(throng_jid:bare(JID)), Affs, none).
+    maps:get(bare(JID), Affs, none).
 
 %% @doc The number of owners.
 -spec owners(#muc{}) -> non_neg_integer().
@@ -105,6 +110,11 @@ remove(S, Nick, {Attrs, Children}, Codes) ->
                              {<<"unavailable">>, Attrs, Children}, Codes),
     {S#muc{occs = maps:remove(Nick, S#muc.occs), nicks = maps:remove(J, S#muc.nicks)}, Out}.
 
+%% @doc The result of an IQ from From to To, with Children.
+-spec result(#jid{}, #jid{}, #xmlel{}, [#xmlel{}]) -> out().
+result(From, To, El, Children) ->
+    {To, From, throng_stanza:iq_result(throng_stanza:strip_from_to(El), Children)}.
+
 %% @doc The error answer to a stanza from From to To.
 -spec error(#jid{}, #jid{}, #xmlel{}, throng_stanza:condition()) -> [out()].
 error(From, To, El, Cond) ->
@@ -134,7 +144,7 @@ occupant_id(Id) ->
 %% (XEP-0421 §4), telling nothing about the JID.
 -spec occupant_id_of(#muc{}, #jid{}) -> binary().
 occupant_id_of(#muc{secret = Secret}, JID) ->
-    Mac = crypto:mac(hmac, sha256, Secret, throng_jid:to_binary(throng_jid:bare(JID))),
+    Mac = crypto:mac(hmac, sha256, Secret, bare(JID)),
     base64:encode(binary:part(Mac, 0, 18)).
 
 %% @doc A client's stanza without what only the room may write: occupant
