@@ -92,8 +92,7 @@ init() ->
         wait_for_tables(),
         persistent_term:put(?DISC_KEY, disc_nodes()),
         count_offline_bytes(),
-        persistent_term:get(?SOON_KEY, undefined) =:= undefined andalso
-            persistent_term:put(?SOON_KEY, atomics:new(3, [])),
+        reset_unsynced(),
         recover_at_boot()
     catch
         throw:{storage_init, Text} ->
@@ -795,6 +794,17 @@ dirty_free_id(US, Id) ->
     case dirty_read(throng_mam, {US, Id}) of
         [] -> Id;
         [_] -> dirty_free_id(US, Id + 1)
+    end.
+
+%% At a start the count of archive writes not known to be on disk starts
+%% again: those of an earlier start in this node were dumped when Mnesia
+%% stopped, or are lost with it (a sync cut short by the stop must not be
+%% held against this start's writers). The counters outlive the start,
+%% for a sync of the earlier one that is still running.
+reset_unsynced() ->
+    case persistent_term:get(?SOON_KEY, undefined) of
+        undefined -> persistent_term:put(?SOON_KEY, atomics:new(3, []));
+        Ref -> atomics:put(Ref, 3, atomics:get(Ref, 2))
     end.
 
 %% The first write of a moment starts a process that waits ?SOON_MS ms and
