@@ -93,7 +93,7 @@ expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0352/xep_0191: carbons b
     $PY "$ROOT/test/e2e/im_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost
 
 # XEP-0045 from slixmpp's xep_0045 plugin: erin creates a room, fay joins.
-expect "slixmpp xep_0045: create (201) and configure a room, join, groupchat both ways, history on a second join, the room listed" \
+expect "slixmpp xep_0045/xep_0313: create (201) and configure a room, join, groupchat both ways, the room's archive (stanza ids, RSM paging), history on a second join, the room listed" \
     $PY "$ROOT/test/e2e/muc_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost conference.localhost
 
 # The message archive with slixmpp's MAM plugins, for two users of their

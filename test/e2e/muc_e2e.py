@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """End-to-end test of XEP-0045 multi-user chat with a real third-party
-client: Debian's python3-slixmpp and its xep_0045 plugin.
+client: Debian's python3-slixmpp and its xep_0045 plugin, and of the
+room's archive (XEP-0313 on the room's JID) with its xep_0313, xep_0359
+and xep_0059 plugins.
 
 A creates a room on the MUC service (locked, status 201), accepts the
 default configuration (an instant room), and B joins; they exchange
 groupchat messages through the room; B leaves and joins again asking for
 history, and gets the messages it had seen; the service's disco#items
-lists the room. Accounts A and B have the password 'secret' (as
+lists the room. The room announces its archive; each groupchat message
+came with the room's stanza id; B reads the room's archive back (paged by
+slixmpp's RSM iterator) with the same ids. Accounts A and B have the password 'secret' (as
 slixmpp_e2e.py's).
 
   /usr/bin/python3 test/e2e/muc_e2e.py HOST PORT CA_CERT A_JID B_JID SERVICE
@@ -25,8 +29,8 @@ STEP = base.STEP_TIMEOUT
 
 async def login(jid, host, port, ca):
     u = base.User(jid, 'secret', ca)
-    u.register_plugin('xep_0045')
-    u.register_plugin('xep_0004')
+    for p in ('xep_0045', 'xep_0004', 'xep_0059', 'xep_0313', 'xep_0359'):
+        u.register_plugin(p)
     u.room_messages = asyncio.Queue()
     u.add_event_handler('groupchat_message', lambda m: u.room_messages.put_nowait(m))
     u.connect((host, port), use_ssl=False, force_starttls=True, disable_starttls=False)
@@ -63,8 +67,23 @@ async def main(host, port, ca, a_jid, b_jid, service):
     m = await message(b, 'hello room')
     base.check(m['from'] == JID(f'{room}/alpha'), 'xep_0045: B got A\'s groupchat message from alpha')
     b.send_message(mto=room, mbody='hello alpha', mtype='groupchat')
-    await message(a, 'hello alpha')
+    m2 = await message(a, 'hello alpha')
     base.check(True, 'xep_0045: A got B\'s answer')
+
+    info = await b['xep_0030'].get_info(jid=room.bare)
+    base.check('urn:xmpp:mam:2' in info['disco_info']['features'],
+               'xep_0313: the room announces its archive (urn:xmpp:mam:2)')
+    live = [m['stanza_id']['id'], m2['stanza_id']['id']]
+    base.check(m['stanza_id']['by'] == room.bare and all(live),
+               'xep_0359: groupchat messages carry the room\'s stanza id (by the room)')
+    results = [r async for r in b['xep_0313'].iterate(jid=JID(room.bare), rsm={'max': 1})]
+    bodies = [r['mam_result']['forwarded']['stanza']['body'] for r in results]
+    senders = [r['mam_result']['forwarded']['stanza']['from'] for r in results]
+    base.check(bodies == ['hello room', 'hello alpha']
+               and senders == [JID(f'{room}/alpha'), JID(f'{room}/beta')],
+               f'xep_0313: the room\'s archive, a page at a time, holds both messages from their nicks ({bodies})')
+    base.check([r['mam_result']['id'] for r in results] == live,
+               'xep_0313: the archive\'s ids are the stanza ids received live')
 
     b['xep_0045'].leave_muc(room, 'beta')
     await asyncio.sleep(0.5)

@@ -39,9 +39,12 @@
 -export([options/0, iq_handlers/0, hooks/0, account_features/1, start/2, stop/1]).
 -export([iq/2, outgoing/2, incoming/2, user_removed/2]).
 -export([sweep/1, archivable/1, parse_prefs/1, prefs_el/2, wanted/3]).
+%% For the archives of MUC rooms (throng_muc_mam).
+-export([storable/1, id_key/0, sweep/3, answer/6, metadata_el/3]).
 %% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext);
-%% sweep/1 runs from the timer (timer:apply_interval/4).
--ignore_xref([{iq, 2}, {outgoing, 2}, {incoming, 2}, {user_removed, 2}, {sweep, 1}]).
+%% sweep/1 and sweep/3 (the rooms' archives, throng_mod_muc) run from
+%% timers (timer:apply_interval/4).
+-ignore_xref([{iq, 2}, {outgoing, 2}, {incoming, 2}, {user_removed, 2}, {sweep, 1}, {sweep, 3}]).
 %% Pure parts, used by throng_mam_tests.
 -ignore_xref([{archivable, 1}, {parse_prefs, 1}, {prefs_el, 2}, {wanted, 3}]).
 
@@ -236,12 +239,22 @@ stanza_id(Archive, Id) ->
 %% errors, and never a carbon copy or an archive result.
 -spec archivable(#xmlel{}) -> boolean().
 archivable(#xmlel{name = <<"message">>} = El) ->
+    not lists:member(throng_stanza:type(El), [<<"groupchat">>, <<"headline">>, <<"error">>])
+        andalso storable(El);
+archivable(_) ->
+    false.
+
+%% @doc Whether a message's content belongs in an archive, whatever its
+%% type (a room's archive takes group chat): a body or a store hint, no
+%% no-store or no-permanent-store hint, not a carbon copy or an archive
+%% result.
+-spec storable(#xmlel{}) -> boolean().
+storable(#xmlel{} = El) ->
     Children = throng_xml:subels(El),
     Has = fun(Name, NS) -> lists:any(fun(C) -> C#xmlel.name =:= Name andalso
                                                    throng_xml:ns(C) =:= NS end, Children)
           end,
-    not lists:member(throng_stanza:type(El), [<<"groupchat">>, <<"headline">>, <<"error">>])
-        andalso not Has(<<"no-store">>, ?NS_HINTS)
+    not Has(<<"no-store">>, ?NS_HINTS)
         andalso not Has(<<"no-permanent-store">>, ?NS_HINTS)
         andalso not Has(<<"received">>, ?NS_CARBONS)
         andalso not Has(<<"sent">>, ?NS_CARBONS)
@@ -249,9 +262,7 @@ archivable(#xmlel{name = <<"message">>} = El) ->
                                             lists:member(throng_xml:ns(C), [?NS_MAM2, ?NS_MAM1])
                               end, Children)
         andalso (Has(<<"body">>, <<>>) orelse Has(<<"body">>, ?NS_CLIENT)
-                 orelse Has(<<"store">>, ?NS_HINTS));
-archivable(_) ->
-    false.
+                 orelse Has(<<"store">>, ?NS_HINTS)).
 
 %%% Preferences (XEP-0441)
 
@@ -360,27 +371,41 @@ set_prefs(IQ, P, NS, U, S) ->
 %% The results, then the IQ result, go through the asking session's queue
 %% in this order.
 query(IQ, P, NS, #{from := #jid{user = U, server = S} = From, to := To}) ->
-    Key = key(),
     PageSize = throng_ext:opt(S, ?MODULE, max_page_size),
+    case throng_sm:lookup(From) of
+        Pid when is_pid(Pid) ->
+            case answer(IQ, P, NS, U, S, PageSize) of
+                {ok, Results, Answer} ->
+                    [throng_session:route(Pid, To, From, El) || El <- Results ++ [Answer]],
+                    noreply;
+                {error, Error} ->
+                    Error
+            end;
+        _ ->
+            throng_stanza:error_reply(IQ, 'internal-server-error')
+    end.
+
+%% @doc A query (`<query/>' P of namespace NS in the IQ) of the archive
+%% U@S, with pages of PageSize at most: the result messages in the order
+%% they go out, then the IQ's answer with its `<fin/>'; or the IQ's error.
+-spec answer(#xmlel{}, #xmlel{}, binary(), binary(), binary(), pos_integer()) ->
+    {ok, [#xmlel{}], #xmlel{}} | {error, #xmlel{}}.
+answer(IQ, P, NS, U, S, PageSize) ->
+    Key = key(),
     Limits = #{default => PageSize, cap => PageSize},
     case throng_mam_query:parse(P, fun(T) -> throng_mam_id:decode(Key, T) end, Limits) of
         {error, Cond, Text} ->
-            throng_stanza:error_reply(IQ, Cond, Text);
+            {error, throng_stanza:error_reply(IQ, Cond, Text)};
         {ok, #{named := Named} = Q} ->
-            Pid = throng_sm:lookup(From),
             case all_archived(U, S, lists:usort(Named)) of
                 false ->
-                    throng_stanza:error_reply(IQ, 'item-not-found');
-                true when not is_pid(Pid) ->
-                    throng_stanza:error_reply(IQ, 'internal-server-error');
+                    {error, throng_stanza:error_reply(IQ, 'item-not-found')};
                 true ->
                     Page = throng_mam_query:page(
                              Q, fun(F, Dir, N) -> throng_storage:mam_query(U, S, F, Dir, N) end,
                              fun(F, Before) -> throng_storage:mam_count(U, S, F, Before) end),
-                    send_page(Pid, To, From, NS, Key, Q, Page),
                     Fin = throng_mam_query:fin(NS, Page, fun(Id) -> throng_mam_id:encode(Key, Id) end),
-                    throng_session:route(Pid, To, From, throng_stanza:iq_result(IQ, [Fin])),
-                    noreply
+                    {ok, results(NS, Key, Q, Page), throng_stanza:iq_result(IQ, [Fin])}
             end
     end.
 
@@ -389,20 +414,21 @@ all_archived(U, S, Ids) ->
     length(throng_storage:mam_query(U, S, #mam_filter{ids = Ids}, forward, length(Ids)))
         =:= length(Ids).
 
-send_page(Pid, Archive, Client, NS, Key, #{queryid := QueryId, flip := Flip}, #{messages := Msgs}) ->
+results(NS, Key, #{queryid := QueryId, flip := Flip}, #{messages := Msgs}) ->
     Ordered = case Flip of
                   true -> lists:reverse(Msgs);
                   false -> Msgs
               end,
-    lists:foreach(fun(#mam_msg{id = Id} = M) ->
-                          El = throng_mam_query:result_message(
-                                 NS, QueryId, throng_mam_id:encode(Key, Id), M),
-                          throng_session:route(Pid, Archive, Client, El)
-                  end, Ordered).
+    [throng_mam_query:result_message(NS, QueryId, throng_mam_id:encode(Key, Id), M)
+     || #mam_msg{id = Id} = M <- Ordered].
 
-%% XEP-0313 §5: the first and last message of the archive.
 metadata(IQ, U, S) ->
-    Key = key(),
+    throng_stanza:iq_result(IQ, [metadata_el(U, S, key())]).
+
+%% @doc XEP-0313 §5: the `<metadata/>' of the archive U@S, its first and
+%% last message.
+-spec metadata_el(binary(), binary(), binary()) -> #xmlel{}.
+metadata_el(U, S, Key) ->
     End = fun(Name, Direction) ->
                   [#xmlel{name = Name,
                           attrs = [{<<"id">>, throng_mam_id:encode(Key, Id)},
@@ -410,9 +436,8 @@ metadata(IQ, U, S) ->
                    || #mam_msg{id = Id} <- throng_storage:mam_query(U, S, #mam_filter{},
                                                                     Direction, 1)]
           end,
-    throng_stanza:iq_result(IQ, [#xmlel{name = <<"metadata">>, attrs = [{<<"xmlns">>, ?NS_MAM2}],
-                                        children = End(<<"start">>, forward)
-                                            ++ End(<<"end">>, backward)}]).
+    #xmlel{name = <<"metadata">>, attrs = [{<<"xmlns">>, ?NS_MAM2}],
+           children = End(<<"start">>, forward) ++ End(<<"end">>, backward)}.
 
 %%% Accounts and retention
 
@@ -426,8 +451,16 @@ user_removed(ok, #{user := U, server := S}) ->
 %% timer on the first member of the cluster only, one sweep at a time.
 -spec sweep(binary()) -> ok.
 sweep(Host) ->
-    Days = throng_ext:opt(Host, ?MODULE, max_age),
-    Max = case throng_ext:opt(Host, ?MODULE, max_messages) of
+    sweep(Host, throng_ext:opt(Host, ?MODULE, max_age),
+          throng_ext:opt(Host, ?MODULE, max_messages)).
+
+%% @doc Removes the messages of the archives of a domain (a host's users,
+%% or a MUC service's rooms) older than Days days and beyond each archive's
+%% newest MaxMessages (0: no limit for either); does it only on the first
+%% member of the cluster, one sweep of the domain at a time.
+-spec sweep(binary(), non_neg_integer(), non_neg_integer()) -> ok.
+sweep(Host, Days, MaxMessages) ->
+    Max = case MaxMessages of
               0 -> infinity;
               N -> N
           end,
@@ -453,6 +486,11 @@ expire(Host, Before, Max) ->
     end.
 
 %%% The key of the ids clients see
+
+%% @doc The key of the ids clients see, the same for every archive.
+-spec id_key() -> binary().
+id_key() ->
+    key().
 
 %% Made once for every node that shares the storage (under a cluster-wide
 %% lock, so that two nodes starting on new storage do not make two), kept

@@ -11,9 +11,12 @@
 %% room's home node ({@link throng_muc_room}), started on demand. The
 %% domain's disco#items lists the service (hook `disco_items').
 %%
-%% Room archives (XEP-0313 on a room JID) are not part of this module: a
-%% room's groupchat messages pass through {@link throng_muc_logic:message/5},
-%% the place where an archive would take them.
+%% Rooms keep archives (XEP-0313 on the room's JID, {@link
+%% throng_muc_mam}) when option `archive' is on (the default): a new room
+%% archives until its owner turns `muc#roomconfig_enablearchiving' off; a
+%% sweep every `archive_sweep_interval' seconds removes what is older than
+%% `archive_max_age' days and beyond each room's newest
+%% `archive_max_messages'.
 -module(throng_mod_muc).
 -behaviour(throng_ext).
 
@@ -36,7 +39,21 @@ options() ->
                                "set 0 to 200 in the room's configuration)."},
       max_users => #{type => {int, 1, 100000}, default => 200,
                      doc => "Occupants a room admits (an owner can lower it; owners and "
-                            "admins enter a full room)."}}.
+                            "admins enter a full room)."},
+      archive => #{type => boolean, default => true,
+                   doc => "Whether rooms keep an archive of their messages (XEP-0313 on the "
+                          "room's JID). A new room archives; its owner can turn it off "
+                          "(muc#roomconfig_enablearchiving)."},
+      archive_max_age => #{type => {int, 0, 36500}, default => 30,
+                           doc => "Days a message stays in a room's archive; 0: no limit."},
+      archive_max_messages => #{type => {int, 0, 100000000}, default => 10000,
+                                doc => "Messages kept per room: beyond them the oldest go; 0: "
+                                       "no limit. Enforced by the sweep."},
+      archive_sweep_interval => #{type => {int, 1, 86400}, default => 3600,
+                                  doc => "Seconds between two sweeps of the rooms' archives (one "
+                                         "timer per service, run by one node of a cluster)."},
+      archive_page_size => #{type => {int, 1, 250}, default => 50,
+                             doc => "Messages in one page of a room archive's query results."}}.
 
 -spec iq_handlers() -> [].
 iq_handlers() ->
@@ -48,18 +65,41 @@ hooks() ->
 
 %% @doc Registers the host's service domain and publishes what its rooms need.
 -spec start(binary(), map()) -> ok | {error, string()}.
-start(Host, #{host := Pattern, history_size := H, max_users := Max}) ->
+start(Host, #{host := Pattern, history_size := H, max_users := Max, archive := Archive,
+              archive_page_size := PageSize} = Opts) ->
     case throng_jid:domainprep(binary:replace(Pattern, <<"@HOST@">>, Host, [global])) of
         error ->
             {error, "modules.muc.host: not a domain: " ++ binary_to_list(Pattern)};
         Service ->
             ok = throng_muc_room:init_table(),
-            ok = throng_muc_room:set_service(Service, #{limits => #{max_users => Max,
-                                                                    history_size => H}}),
+            Limits = #{max_users => Max, history_size => H, archive => Archive,
+                       page_size => PageSize},
+            ok = throng_muc_room:set_service(Service, #{limits => Limits}),
             case throng_router:register_service(Service, ?MODULE) of
-                ok -> persistent_term:put(?SERVICE_OF(Host), Service);
+                ok ->
+                    persistent_term:put(?SERVICE_OF(Host), Service),
+                    start_sweep(Service, Opts);
                 {error, _} = E -> E
             end
+    end.
+
+%% The rooms' archives are swept like users' (throng_mod_mam:sweep/3), on
+%% the service's domain.
+start_sweep(Service, #{archive := true, archive_max_age := Days, archive_max_messages := N,
+                       archive_sweep_interval := Seconds}) ->
+    cancel_sweep(Service),
+    {ok, TRef} = timer:apply_interval(Seconds * 1000, throng_mod_mam, sweep, [Service, Days, N]),
+    persistent_term:put({?MODULE, sweep, Service}, TRef);
+start_sweep(_Service, _Opts) ->
+    ok.
+
+cancel_sweep(Service) ->
+    case persistent_term:get({?MODULE, sweep, Service}, undefined) of
+        undefined -> ok;
+        TRef ->
+            _ = timer:cancel(TRef),
+            _ = persistent_term:erase({?MODULE, sweep, Service}),
+            ok
     end.
 
 -spec stop(binary()) -> ok.
@@ -67,6 +107,7 @@ stop(Host) ->
     case persistent_term:get(?SERVICE_OF(Host), undefined) of
         undefined -> ok;
         Service ->
+            ok = cancel_sweep(Service),
             ok = throng_router:unregister_service(Service),
             ok = throng_muc_room:stop_all(Service),
             ok = throng_muc_room:unset_service(Service),

@@ -14,8 +14,13 @@
                     password_protected := boolean(), password := binary(),
                     moderated := boolean(), whois := moderators | anyone,
                     max_users := pos_integer(), history_length := non_neg_integer(),
-                    allow_subject_change := boolean(), allow_invites := boolean()}.
--type limits() :: #{max_users := pos_integer(), history_size := non_neg_integer()}.
+                    allow_subject_change := boolean(), allow_invites := boolean(),
+                    %% Present when the service keeps archives (XEP-0313).
+                    archive => boolean()}.
+%% The service's: its limits, whether its rooms may keep archives (absent:
+%% no) and the page size of archive queries.
+-type limits() :: #{max_users := pos_integer(), history_size := non_neg_integer(),
+                    archive => boolean(), page_size => pos_integer()}.
 -export_type([config/0, limits/0]).
 
 -define(MAX_HISTORY, 200).
@@ -40,24 +45,33 @@
          {allow_subject_change, <<"muc#roomconfig_changesubject">>, bool,
           <<"Allow occupants to change the subject">>},
          {allow_invites, <<"muc#roomconfig_allowinvites">>, bool,
-          <<"Allow occupants to invite others">>}]).
+          <<"Allow occupants to invite others">>},
+         %% Only in the form of a service that keeps archives.
+         {archive, <<"muc#roomconfig_enablearchiving">>, bool,
+          <<"Archive the room's messages (XEP-0313)">>}]).
 
 %% @doc A new room's configuration: temporary, public, open, unmoderated,
-%% semi-anonymous, without password, with the service's defaults.
+%% semi-anonymous, without password, with the service's defaults; archived
+%% when the service keeps archives.
 -spec default(limits()) -> config().
-default(#{max_users := Max, history_size := H}) ->
-    #{title => <<>>, description => <<>>, persistent => false, public => true,
-      members_only => false, password_protected => false, password => <<>>,
-      moderated => false, whois => moderators, max_users => Max,
-      history_length => min(H, ?MAX_HISTORY), allow_subject_change => true,
-      allow_invites => false}.
+default(#{max_users := Max, history_size := H} = Limits) ->
+    Archive = case maps:get(archive, Limits, false) of
+                  true -> #{archive => true};
+                  false -> #{}
+              end,
+    Archive#{title => <<>>, description => <<>>, persistent => false, public => true,
+             members_only => false, password_protected => false, password => <<>>,
+             moderated => false, whois => moderators, max_users => Max,
+             history_length => min(H, ?MAX_HISTORY), allow_subject_change => true,
+             allow_invites => false}.
 
 %% @doc The configuration form with the current values (§10.2).
 -spec form(config()) -> #xmlel{}.
 form(Config) ->
     Form = throng_xdata:form(<<"Room configuration">>,
                              <<"Complete this form to configure the room.">>,
-                             [field(F, Config) || F <- ?FIELDS]),
+                             [field(F, Config) || {Key, _, _, _} = F <- ?FIELDS,
+                                                  is_map_key(Key, Config)]),
     Type = #xmlel{name = <<"field">>,
                   attrs = [{<<"var">>, <<"FORM_TYPE">>}, {<<"type">>, <<"hidden">>}],
                   children = [#xmlel{name = <<"value">>, children = [{xmlcdata, ?NS_MUC_CONFIG}]}]},
@@ -96,7 +110,10 @@ fold([], _Values, #{password_protected := true, password := <<>>}, _Limits) ->
 fold([], _Values, Config, _Limits) ->
     {ok, Config};
 fold([{Key, Var, Kind, _} | Rest], Values, Config, Limits) ->
-    case maps:find(Var, Values) of
+    case is_map_key(Key, Config) andalso maps:find(Var, Values) of
+        %% Not in the form (archiving, on a service without archives), or
+        %% not submitted.
+        false -> fold(Rest, Values, Config, Limits);
         error -> fold(Rest, Values, Config, Limits);
         {ok, Vs} ->
             V = case Vs of
@@ -135,7 +152,12 @@ features(C) ->
      pick(maps:get(members_only, C), <<"muc_membersonly">>, <<"muc_open">>),
      pick(maps:get(password_protected, C), <<"muc_passwordprotected">>, <<"muc_unsecured">>),
      pick(maps:get(moderated, C), <<"muc_moderated">>, <<"muc_unmoderated">>),
-     pick(maps:get(whois, C) =:= anyone, <<"muc_nonanonymous">>, <<"muc_semianonymous">>)].
+     pick(maps:get(whois, C) =:= anyone, <<"muc_nonanonymous">>, <<"muc_semianonymous">>)]
+        ++ case maps:get(archive, C, false) of
+               true -> [<<"urn:xmpp:mam:1">>, <<"urn:xmpp:mam:2">>, <<"urn:xmpp:mam:2#extended">>,
+                        <<"urn:xmpp:sid:0">>];
+               false -> []
+           end.
 
 pick(true, Yes, _) -> Yes;
 pick(false, _, No) -> No.

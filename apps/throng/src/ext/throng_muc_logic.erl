@@ -3,9 +3,12 @@
 %% full), the presence exchange and status codes, history and subject on
 %% entering, presence updates, nick changes (§7.6), leaving, groupchat
 %% messages, subject changes (§8.1), private messages (§7.5), mediated
-%% invitations and declines (§7.8.2, §7.9), and occupant errors. Pure: a
-%% stanza and the room's state in, the new state and the stanzas to route
-%% out. IQs are {@link throng_muc_admin}'s.
+%% invitations and declines (§7.8.2, §7.9), and occupant errors. Pure but
+%% for the room's archive, which takes a groupchat message before it fans
+%% out ({@link throng_muc_mam:archive/3}; a room whose configuration has
+%% no archive does not touch storage): a stanza and the room's state in,
+%% the new state and the stanzas to route out. IQs are {@link
+%% throng_muc_admin}'s.
 -module(throng_muc_logic).
 
 -include("throng_muc.hrl").
@@ -153,7 +156,7 @@ groupchat(undefined, From, To, El, _Now, S) ->
     {S, ?X:error(From, To, El, 'not-acceptable')};
 groupchat(Nick, From, To, El0, Now, S) ->
     #occ{role = Role, oid = Oid} = maps:get(Nick, S#muc.occs),
-    El1 = ?X:strip(throng_stanza:strip_from_to(El0)),
+    El1 = throng_muc_mam:take_claims(?X:strip(throng_stanza:strip_from_to(El0)), S#muc.jid),
     El = El1#xmlel{children = El1#xmlel.children ++ [?X:occupant_id(Oid)]},
     Subject = throng_xml:subel(El, <<"subject">>),
     HasBody = throng_xml:subel(El, <<"body">>) =/= undefined,
@@ -173,12 +176,12 @@ groupchat(Nick, From, To, El0, Now, S) ->
         HasBody, map_get(history_length, C) > 0 ->
             %% Only what the history keeps is copied off the buffer it
             %% was read from.
-            Copy = throng_stanza:copy(El),
+            Copy = throng_stanza:copy(throng_muc_mam:archive(S, Nick, El)),
             H = throng_muc_history:add(Now, throng_xml:set_attr(<<"nick">>, Nick, Copy),
                                        S#muc.history),
             {S#muc{history = H}, fan_out(S, Nick, Copy)};
         true ->
-            {S, fan_out(S, Nick, El)}
+            {S, fan_out(S, Nick, throng_muc_mam:archive(S, Nick, El))}
     end.
 
 fan_out(S, Nick, El) ->

@@ -190,7 +190,15 @@ handle(From, To, El, Now, S) ->
     case throng_stanza:kind(El) of
         presence -> with_ok(throng_muc_logic:presence(From, To, El, Now, S));
         message -> with_ok(throng_muc_logic:message(From, To, El, Now, S));
-        iq -> throng_muc_admin:iq(From, To, El, Now, S);
+        iq ->
+            case {To#jid.resource, throng_xml:subels(El)} of
+                {<<>>, [P]} ->
+                    case throng_muc_mam:is_iq(P) of
+                        true -> {ok, S, throng_muc_mam:iq(From, To, El, P, S)};
+                        false -> throng_muc_admin:iq(From, To, El, Now, S)
+                    end;
+                _ -> throng_muc_admin:iq(From, To, El, Now, S)
+            end;
         other -> {ok, S, []}
     end.
 
@@ -202,6 +210,7 @@ durable(#muc{config = C, affs = A, subject = Sub}) -> {C, A, Sub}.
 
 after_stanza(destroyed, #st{room = S} = St) ->
     [store(fun() -> throng_muc_store:delete(S#muc.jid) end) || St#st.saved =/= undefined],
+    ok = throng_muc_mam:delete(S#muc.jid),
     close(St);
 after_stanza(ok, #st{room = S, saved = Saved} = St) ->
     Persistent = map_get(persistent, S#muc.config) andalso not S#muc.locked,
@@ -221,6 +230,11 @@ after_stanza(ok, #st{room = S, saved = Saved} = St) ->
           end,
     St2 = list(St1),
     case Empty of
+        %% A temporary room ends with its last occupant, and its archive
+        %% with it.
+        true when not Persistent ->
+            [ok = throng_muc_mam:delete(S#muc.jid) || throng_muc_mam:enabled(S)],
+            close(St2);
         true -> close(St2);
         false -> {noreply, St2}
     end.
