@@ -38,7 +38,17 @@ role_table_test_() ->
          {{admin, moderator}, {none, participant}, moderator, ok},
          {{admin, moderator}, {member, moderator}, participant, ok},
          {{member, moderator}, {none, moderator}, participant, {error, forbidden}},
-         {{owner, moderator}, {admin, moderator}, participant, {error, 'not-allowed'}}],
+         {{owner, moderator}, {admin, moderator}, participant, {error, 'not-allowed'}},
+         %% §8.4, §9.7: a moderator may not take voice or moderator from an
+         %% owner or admin: not-allowed (the target), before forbidden (the
+         %% actor's privileges).
+         {{none, moderator}, {owner, moderator}, visitor, {error, 'not-allowed'}},
+         {{none, moderator}, {owner, moderator}, participant, {error, 'not-allowed'}},
+         %% Granting the role an occupant has is a no-op, for those who may
+         %% grant it.
+         {{owner, moderator}, {admin, moderator}, moderator, ok},
+         {{admin, moderator}, {owner, moderator}, moderator, ok},
+         {{none, moderator}, {admin, moderator}, moderator, {error, forbidden}}],
     [?_assertEqual({A, T, N, E}, {A, T, N, ?R:role_change(A, T, N)}) || {A, T, N, E} <- Table].
 
 %% {Actor, Old, New, Owners, Expected}: §9 (admins), §10 (owners).

@@ -24,7 +24,8 @@ all() ->
      {group, access}, {group, moderation}, {group, lifecycle}].
 
 groups() ->
-    [{disco, [], [service_listed_on_domain, service_info, public_rooms_listed, room_info]},
+    [{disco, [], [service_listed_on_domain, service_info, public_rooms_listed, room_info,
+                  room_items_are_occupants, occupant_disco_needs_occupancy]},
      {enter, [], [create_locked_room, instant_room, configured_room, enter_without_nick,
                   unknown_room_item_not_found]},
      {occupants, [], [presence_exchange, non_anonymous_room, nick_conflict, nick_change,
@@ -33,7 +34,8 @@ groups() ->
                      subject_change, subject_restricted, history_on_join, invitation_and_decline]},
      {access, [], [password_protected, members_only, max_users]},
      {moderation, [], [affiliation_refusals, lists_need_privileges, kick, ban_and_no_rejoin,
-                       voice_in_moderated_room, moderator_grant_needs_admin]},
+                       voice_in_moderated_room, moderator_grant_needs_admin,
+                       owner_keeps_voice_and_moderator, no_self_ban]},
      {lifecycle, [], [destroy_room, temporary_room_gone_when_empty,
                       persistent_room_not_running_when_empty, persistent_room_survives_restart,
                       cancel_initial_configuration]}].
@@ -103,6 +105,28 @@ room_info(_) ->
     ?assertNotEqual(undefined, X),
     Vars = [throng_xml:attr(<<"var">>, Fd) || Fd <- throng_xml:subels(X)],
     ?assert(lists:member(<<"muc#roominfo_occupants">>, Vars)).
+
+%% §6.5: a room's items are its occupants' room JIDs, for anyone when the
+%% room is public; a hidden room shows them to its occupants only.
+room_items_are_occupants(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    Cc = ?M:online(<<"carol">>),
+    ?assertEqual([?M:occ(<<"r">>, <<"a">>)], ?M:disco_items(Cc, ?M:room(<<"r">>))),
+    <<"result">> = ?M:type(?M:owner_submit(A, <<"r">>, [{<<"muc#roomconfig_publicroom">>, <<"0">>}])),
+    ?assertEqual([], ?M:disco_items(Cc, ?M:room(<<"r">>))),
+    ?assertEqual([?M:occ(<<"r">>, <<"a">>)], ?M:disco_items(A, ?M:room(<<"r">>))).
+
+%% §6.6: a non-occupant's disco query to an occupant is bad-request (a
+%% ping from it is XEP-0410's not-acceptable, xep0410_SUITE).
+occupant_disco_needs_occupancy(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    Cc = ?M:online(<<"carol">>),
+    ?assertEqual(<<"bad-request">>,
+                 ?M:condition(?M:iq(Cc, <<"get">>, ?M:occ(<<"r">>, <<"a">>),
+                                    ?M:query(<<"http://jabber.org/protocol/disco#items">>, [])))),
+    ?assertEqual(<<"bad-request">>, ?M:condition(?M:disco_info(Cc, ?M:occ(<<"r">>, <<"a">>)))).
 
 %%% Entering and creating (§7.2, §10.1)
 
@@ -588,6 +612,41 @@ moderator_grant_needs_admin(_) ->
     %% ... but, a moderator, it may kick the participant.
     ?assertEqual(<<"result">>, ?M:type(?M:admin(B, <<"r">>, [{<<"nick">>, <<"c">>}, {<<"role">>, <<"none">>}]))).
 
+%% §8.4, §9.7: a moderator may not take an owner's voice or moderator role
+%% (not-allowed, the target's affiliation, before forbidden); granting an
+%% admin the moderator role it has already is a success that changes
+%% nothing.
+owner_keeps_voice_and_moderator(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    B = ?M:online(<<"bob">>),
+    ?M:enter(B, <<"r">>, <<"b">>),
+    Cc = ?M:online(<<"carol">>),
+    ?M:enter(Cc, <<"r">>, <<"c">>),
+    Role = fun(C, Nick, R) -> ?M:admin(C, <<"r">>, [{<<"nick">>, Nick}, {<<"role">>, R}]) end,
+    <<"result">> = ?M:type(Role(A, <<"b">>, <<"moderator">>)),
+    ?assertEqual(<<"not-allowed">>, ?M:condition(Role(B, <<"a">>, <<"visitor">>))),
+    ?assertEqual(<<"not-allowed">>, ?M:condition(Role(B, <<"a">>, <<"participant">>))),
+    ?assertEqual(<<"not-allowed">>, ?M:condition(Role(B, <<"a">>, <<"none">>))),
+    <<"result">> = ?M:type(?M:admin(A, <<"r">>, [{<<"jid">>, <<"carol@localhost">>},
+                                                 {<<"affiliation">>, <<"admin">>}])),
+    ?assertEqual(<<"result">>, ?M:type(Role(A, <<"c">>, <<"moderator">>))).
+
+%% An admin or owner may not ban itself (conflict).
+no_self_ban(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    B = ?M:online(<<"bob">>),
+    ?M:enter(B, <<"r">>, <<"b">>),
+    <<"result">> = ?M:type(?M:admin(A, <<"r">>, [{<<"jid">>, <<"bob@localhost">>},
+                                                 {<<"affiliation">>, <<"admin">>}])),
+    ?assertEqual(<<"conflict">>,
+                 ?M:condition(?M:admin(B, <<"r">>, [{<<"jid">>, <<"bob@localhost">>},
+                                                    {<<"affiliation">>, <<"outcast">>}]))),
+    ?assertEqual(<<"conflict">>,
+                 ?M:condition(?M:admin(A, <<"r">>, [{<<"jid">>, <<"alice@localhost/r">>},
+                                                    {<<"affiliation">>, <<"outcast">>}]))).
+
 %%% Lifecycle (§10.9, temporary and persistent rooms)
 
 %% §10.9: destroying: every occupant gets unavailable with <destroy/> and
@@ -598,7 +657,8 @@ destroy_room(_) ->
     B = ?M:online(<<"bob">>),
     ?M:enter(B, <<"r">>, <<"b">>),
     Destroy = ?M:query(?NS_MUC_OWNER, [#xmlel{name = <<"destroy">>, attrs = [{<<"jid">>, ?M:room(<<"other">>)}],
-                                              children = [#xmlel{name = <<"reason">>, children = [{xmlcdata, <<"bye">>}]}]}]),
+                                              children = [#xmlel{name = <<"reason">>, children = [{xmlcdata, <<"bye">>}]},
+                                                          #xmlel{name = <<"password">>, children = [{xmlcdata, <<"venue-pw">>}]}]}]),
     ?assertEqual(<<"forbidden">>, ?M:condition(?M:iq(B, <<"set">>, ?M:room(<<"r">>), Destroy))),
     %% The owner is told it is out before it gets the result (§10.9's order).
     [OwnOut, Result] = owner_answer(A, Destroy),
@@ -608,6 +668,8 @@ destroy_room(_) ->
     D = throng_xml:subel(?M:user_x(P), <<"destroy">>),
     ?assertEqual(?M:room(<<"other">>), throng_xml:attr(<<"jid">>, D)),
     ?assertEqual(<<"bye">>, throng_xml:subel_cdata(D, <<"reason">>)),
+    %% The alternate venue's password goes with it.
+    ?assertEqual(<<"venue-pw">>, throng_xml:subel_cdata(D, <<"password">>)),
     ?assertEqual(<<"item-not-found">>, ?M:condition(?M:disco_info(A, ?M:room(<<"r">>)))),
     ?assertEqual(not_found, throng_storage:kv_get(muc_room, {?M:service(), <<"r">>})).
 

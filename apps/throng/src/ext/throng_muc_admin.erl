@@ -32,7 +32,7 @@ iq(From, #jid{resource = <<>>} = To, El, _Now, S) ->
         {_, undefined} -> {ok, S, ?X:error(From, To, El, 'bad-request')};
         {<<"get">>, ?NS_DISCO_INFO} -> {ok, S, [?X:result(From, To, El, [info(S, Payload)])]};
         {<<"get">>, ?NS_DISCO_ITEMS} ->
-            {ok, S, [?X:result(From, To, El, [query(?NS_DISCO_ITEMS, [])])]};
+            {ok, S, [?X:result(From, To, El, [query(?NS_DISCO_ITEMS, occupant_items(From, S))])]};
         {<<"get">>, ?NS_PING} -> {ok, S, [?X:result(From, To, El, [])]};
         {<<"get">>, ?NS_MUC_ADMIN} -> {ok, S, admin_get(From, To, El, Payload, S)};
         {<<"set">>, ?NS_MUC_ADMIN} -> admin_set(From, To, El, Payload, S);
@@ -44,7 +44,11 @@ iq(From, #jid{resource = Nick} = To, El, _Now, S) ->
     Mine = maps:get(From, S#muc.nicks, undefined),
     IsPing = throng_xml:subel(El, <<"ping">>, ?NS_PING) =/= undefined,
     Type = throng_stanza:type(El),
+    IsDisco = lists:any(fun(P) -> lists:member(throng_xml:ns(P), [?NS_DISCO_INFO, ?NS_DISCO_ITEMS])
+                        end, throng_xml:subels(El)),
     case maps:find(Nick, S#muc.occs) of
+        %% §6.6: a non-occupant may not query an occupant.
+        _ when Mine =:= undefined, IsDisco -> {ok, S, ?X:error(From, To, El, 'bad-request')};
         %% XEP-0410 §3: a non-occupant learns it is not in the room.
         _ when Mine =:= undefined -> {ok, S, ?X:error(From, To, El, 'not-acceptable')};
         %% XEP-0410 §3: the room answers a self-ping.
@@ -59,6 +63,21 @@ iq(From, #jid{resource = Nick} = To, El, _Now, S) ->
 
 query(NS, Children) ->
     #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, NS}], children = Children}.
+
+%% §6.5: the room's items are its occupants (their room JIDs), for an
+%% occupant, and for anyone when the room is public and open to view (not
+%% locked); nobody else learns who is there.
+occupant_items(From, #muc{config = C} = S) ->
+    case maps:is_key(From, S#muc.nicks)
+        orelse (map_get(public, C) andalso not S#muc.locked) of
+        true ->
+            [#xmlel{name = <<"item">>,
+                    attrs = [{<<"jid">>, throng_jid:to_binary(?X:occ_jid(S, Nick))},
+                             {<<"name">>, Nick}]}
+             || Nick <- lists:sort(maps:keys(S#muc.occs))];
+        false ->
+            []
+    end.
 
 %%% Service discovery (§6.4)
 
@@ -126,9 +145,10 @@ item(Attrs) -> #xmlel{name = <<"item">>, attrs = Attrs}.
 admin_set(From, To, El, Payload, S0) ->
     Items = [I || #xmlel{name = <<"item">>} = I <- throng_xml:subels(Payload)],
     Actor = actor(From, S0),
+    Self = ?X:bare(From),
     Apply = fun(_I, {error, _} = E) -> E;
                (I, {ok, S, Out}) ->
-                    case admin_item(Actor, I, S) of
+                    case admin_item(Actor, Self, I, S) of
                         {ok, S1, Out1} -> {ok, S1, [Out1 | Out]};
                         {error, _} = E -> E
                     end
@@ -151,10 +171,20 @@ actor(From, S) ->
         error -> {?X:affiliation(S, From), none, <<>>}
     end.
 
-admin_item(Actor, I, S) ->
+admin_item(Actor, Self, I, S) ->
     case {throng_xml:attr(<<"role">>, I), throng_xml:attr(<<"affiliation">>, I)} of
         {undefined, undefined} -> {error, 'bad-request'};
         {R, undefined} -> set_role(Actor, I, ?R:role(R), S);
+        %% §9.1: an admin or owner may not ban itself.
+        {_, <<"outcast">>} ->
+            case parse_bare(throng_xml:attr(<<"jid">>, I)) of
+                {ok, J} ->
+                    case throng_jid:to_binary(J) of
+                        Self -> {error, conflict};
+                        _ -> set_affiliation(Actor, I, outcast, S)
+                    end;
+                error -> set_affiliation(Actor, I, outcast, S)
+            end;
         {_, A} -> set_affiliation(Actor, I, ?R:affiliation(A), S)
     end.
 
@@ -269,7 +299,9 @@ owner_set(From, To, El, Payload, S) ->
 destroy(From, To, El, D, S) ->
     Destroy = #xmlel{name = <<"destroy">>,
                      attrs = [A || {<<"jid">>, _} = A <- D#xmlel.attrs],
-                     children = [R || #xmlel{name = <<"reason">>} = R <- throng_xml:subels(D)]},
+                     %% §10.9: the reason, and the alternate venue's password.
+                     children = [C || #xmlel{name = N} = C <- throng_xml:subels(D),
+                                      N =:= <<"reason">> orelse N =:= <<"password">>]},
     Occs = maps:values(S#muc.occs),
     Gone = fun(#occ{oid = Oid}, Self) ->
                    #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}],

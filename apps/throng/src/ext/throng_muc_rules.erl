@@ -53,26 +53,25 @@ may_speak(_) -> false.
 -spec role_change(who(), who(), role()) -> ok | {error, refusal()}.
 role_change({ActorAff, ActorRole}, {TargetAff, TargetRole}, New) ->
     Admin = rank(ActorAff) >= rank(admin),
+    %% §9.6, §9.7: moderator is granted and revoked by admins and owners;
+    %% §8.2-§8.4: kicks and voice by moderators.
+    Allowed = case New =:= moderator orelse (TargetRole =:= moderator andalso New =/= none) of
+                  true -> Admin;
+                  false -> ActorRole =:= moderator
+              end,
+    %% Owners and admins keep their role; nobody changes the role of one
+    %% whose affiliation is above theirs.
+    Protected = TargetAff =:= owner orelse TargetAff =:= admin
+        orelse rank(TargetAff) > rank(ActorAff),
     if
-        New =:= moderator; TargetRole =:= moderator, New =/= none ->
-            if not Admin -> {error, forbidden};
-               TargetAff =:= owner; TargetAff =:= admin -> {error, 'not-allowed'};
-               true -> ok
-            end;
-        ActorRole =/= moderator -> {error, forbidden};
-        TargetAff =:= owner; TargetAff =:= admin -> {error, 'not-allowed'};
-        true ->
-            case rank(TargetAff) > rank(ActorAff) of
-                true -> {error, 'not-allowed'};
-                false -> ok
-            end
+        ActorRole =/= moderator, not Admin -> {error, forbidden};
+        New =:= TargetRole, Allowed -> ok;
+        New =:= TargetRole -> {error, forbidden};
+        Protected -> {error, 'not-allowed'};
+        not Allowed -> {error, forbidden};
+        true -> ok
     end.
 
-%% @doc May an actor of affiliation ActorAff change the affiliation of
-%% someone whose affiliation is Old to New, the room having Owners owners?
-%% Owners may do anything but leave the room without an owner (§10.6,
-%% §10.7: conflict); admins may set none, member and outcast on those
-%% below admin (§9); nobody else may change affiliations.
 -spec affiliation_change(affiliation(), affiliation(), affiliation(), non_neg_integer()) ->
     ok | {error, refusal()}.
 affiliation_change(owner, owner, New, Owners) when New =/= owner, Owners =< 1 ->
