@@ -38,6 +38,7 @@ groups() ->
                        owner_keeps_voice_and_moderator, no_self_ban]},
      {lifecycle, [], [destroy_room, temporary_room_gone_when_empty,
                       persistent_room_not_running_when_empty, persistent_room_survives_restart,
+                      owner_and_admin_lists_in_the_form,
                       cancel_initial_configuration]}].
 
 init_per_testcase(_TC, Config) ->
@@ -724,6 +725,44 @@ persistent_room_survives_restart(_) ->
     B = ?M:online(<<"bob">>),
     ?M:enter_send(B, <<"p">>, <<"b">>, []),
     ?assertEqual(<<"forbidden">>, ?M:condition(?C:recv_stanza(B))).
+
+%% §10.2, §10.5, §10.8: the configuration form carries the full owner and
+%% admin lists (jid-multi); submitting them sets the affiliations (an
+%% occupant whose affiliation changes gets its new role), and a form that
+%% would leave no owner is refused (conflict) and changes nothing.
+owner_and_admin_lists_in_the_form(_) ->
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    B = ?M:online(<<"bob">>),
+    ?M:enter(B, <<"r">>, <<"b">>),
+    ?M:settle([A, B]),
+    Lists = fun() ->
+                    Form = ?M:iq(A, <<"get">>, ?M:room(<<"r">>), ?M:query(?NS_MUC_OWNER, [])),
+                    X = throng_xml:subel(throng_xml:subel(Form, <<"query">>), <<"x">>),
+                    maps:from_list([{throng_xml:attr(<<"var">>, F),
+                                     [throng_xml:cdata(V) || V <- throng_xml:subels(F)]}
+                                    || #xmlel{name = <<"field">>} = F <- throng_xml:subels(X),
+                                       throng_xml:attr(<<"type">>, F) =:= <<"jid-multi">>])
+            end,
+    ?assertEqual(#{<<"muc#roomconfig_roomowners">> => [<<"alice@localhost">>],
+                   <<"muc#roomconfig_roomadmins">> => []}, Lists()),
+    <<"result">> = ?M:type(?M:owner_submit(A, <<"r">>, [{<<"muc#roomconfig_roomadmins">>,
+                                                         <<"bob@localhost">>}])),
+    P = ?M:presence_from(B, ?M:occ(<<"r">>, <<"b">>)),
+    ?assertMatch(#{<<"affiliation">> := <<"admin">>, <<"role">> := <<"moderator">>}, ?M:item(P)),
+    ?assertEqual(<<"conflict">>,
+                 ?M:condition(?M:owner_submit(A, <<"r">>, [{<<"muc#roomconfig_roomowners">>, <<>>}]))),
+    ?assertEqual(<<"not-acceptable">>,
+                 ?M:condition(?M:owner_submit(A, <<"r">>, [{<<"muc#roomconfig_roomadmins">>,
+                                                            <<"not a jid@@">>}]))),
+    %% A jid-multi field has one value per JID.
+    X = #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, <<"jabber:x:data">>}, {<<"type">>, <<"submit">>}],
+               children = [#xmlel{name = <<"field">>, attrs = [{<<"var">>, <<"muc#roomconfig_roomowners">>}],
+                                  children = [#xmlel{name = <<"value">>, children = [{xmlcdata, J}]}
+                                              || J <- [<<"alice@localhost">>, <<"carol@localhost">>]]}]},
+    <<"result">> = ?M:type(?M:iq(A, <<"set">>, ?M:room(<<"r">>), ?M:query(?NS_MUC_OWNER, [X]))),
+    ?assertEqual(#{<<"muc#roomconfig_roomowners">> => [<<"alice@localhost">>, <<"carol@localhost">>],
+                   <<"muc#roomconfig_roomadmins">> => [<<"bob@localhost">>]}, Lists()).
 
 %% §10.1.3: cancelling the initial configuration destroys the new room.
 cancel_initial_configuration(_) ->

@@ -279,7 +279,8 @@ owner_get(From, To, El, S) ->
     case ?X:affiliation(S, From) of
         owner ->
             [?X:result(From, To, El,
-                       [query(?NS_MUC_OWNER, [throng_muc_config:form(S#muc.config)])])];
+                       [query(?NS_MUC_OWNER, [throng_muc_config:form(S#muc.config,
+                                                                     S#muc.affs)])])];
         _ -> ?X:error(From, To, El, forbidden)
     end.
 
@@ -340,15 +341,57 @@ configure(From, To, El, Payload, X, S) ->
         {<<"cancel">>, _} ->
             {ok, S, [?X:result(From, To, El, [])]};
         {_, {ok, Values}} ->
-            case throng_muc_config:parse(Values, S#muc.config, S#muc.limits) of
-                {ok, C} -> configured(From, To, El, C, S);
-                {error, Text} ->
-                    {ok, S, [{To, From, throng_stanza:error_reply(throng_stanza:strip_from_to(El),
-                                                                  'not-acceptable', Text)}]}
+            Refuse = fun(Cond, Text) ->
+                             {ok, S, [{To, From, throng_stanza:error_reply(
+                                                   throng_stanza:strip_from_to(El), Cond, Text)}]}
+                     end,
+            case {throng_muc_config:parse(Values, S#muc.config, S#muc.limits),
+                  throng_muc_config:affiliation_lists(Values)} of
+                {{ok, C}, {ok, Lists}} ->
+                    case listed_affiliations(Lists, S#muc.affs) of
+                        {ok, Changes} -> configured(From, To, El, C, Changes, S);
+                        %% §10.5: a room keeps an owner.
+                        none_left -> Refuse(conflict, <<"a room needs an owner">>)
+                    end;
+                {{error, Text}, _} -> Refuse('not-acceptable', Text);
+                {_, {error, Text}} -> Refuse('not-acceptable', Text)
             end;
         _ ->
             {ok, S, ?X:error(From, To, El, 'bad-request')}
     end.
+
+%% The affiliations that the form's owner and admin lists change, as
+%% {Bare, New}: one listed gets the list's affiliation, one that had it and
+%% is not listed has none; the owners' list is applied last (a JID in both
+%% is an owner). none_left when no owner would be left.
+listed_affiliations(#{owner := Owners, admin := Admins}, Affs0) ->
+    Set = fun(unchanged, _Aff, Affs) -> Affs;
+             (List, Aff, Affs) ->
+                  Kept = maps:filter(fun(J, A) -> A =/= Aff orelse lists:member(J, List) end, Affs),
+                  lists:foldl(fun(J, M) -> M#{J => Aff} end, Kept, List)
+          end,
+    Affs = Set(Owners, owner, Set(Admins, admin, Affs0)),
+    case lists:member(owner, maps:values(Affs)) of
+        false -> none_left;
+        true ->
+            {ok, [{J, maps:get(J, Affs, none)}
+                  || J <- lists:usort(maps:keys(Affs0) ++ maps:keys(Affs)),
+                     maps:get(J, Affs0, none) =/= maps:get(J, Affs, none)]}
+    end.
+
+configured(From, To, El, C, Changes, S0) ->
+    {ok, S1, Out} = configured(From, To, El, C, S0),
+    {S, Affected} =
+        fold_out(fun({Bare, New}, SA) ->
+                         Affs = case New of
+                                    none -> maps:remove(Bare, SA#muc.affs);
+                                    _ -> (SA#muc.affs)#{Bare => New}
+                                end,
+                         {ok, J} = throng_jid:parse(Bare),
+                         {ok, SB, O} = affected(SA#muc{affs = Affs}, J, New, {[], []}),
+                         {SB, O}
+                 end, S1, Changes),
+    {ok, S, Out ++ Affected}.
 
 configured(From, To, El, C, #muc{config = Old} = S0) ->
     S = S0#muc{config = C, locked = false,

@@ -6,7 +6,8 @@
 
 -include("throng_muc.hrl").
 
--export([default/1, form/1, parse/3, features/1, info_form/3, from_stored/2]).
+-export([default/1, form/1, form/2, parse/3, features/1, info_form/3, from_stored/2,
+         affiliation_lists/1]).
 
 %% The room configuration.
 -type config() :: #{title := binary(), description := binary(), persistent := boolean(),
@@ -24,6 +25,9 @@
 -export_type([config/0, limits/0]).
 
 -define(MAX_HISTORY, 200).
+
+-define(OWNERS, <<"muc#roomconfig_roomowners">>).
+-define(ADMINS, <<"muc#roomconfig_roomadmins">>).
 
 %% The form's fields: {Key, Var, Type, Label}.
 -define(FIELDS,
@@ -64,6 +68,45 @@ default(#{max_users := Max, history_size := H} = Limits) ->
              moderated => false, whois => moderators, max_users => Max,
              history_length => min(H, ?MAX_HISTORY), allow_subject_change => true,
              allow_invites => false}.
+
+%% @doc The configuration form with the current values and the room's
+%% owners and admins (§10.2: `muc#roomconfig_roomowners' and
+%% `muc#roomconfig_roomadmins', jid-multi; affiliations by bare JID).
+-spec form(config(), #{binary() => throng_muc_rules:affiliation()}) -> #xmlel{}.
+form(Config, Affs) ->
+    #xmlel{children = Fields} = Form = form(Config),
+    Lists = [#xmlel{name = <<"field">>,
+                    attrs = [{<<"var">>, Var}, {<<"type">>, <<"jid-multi">>},
+                             {<<"label">>, Label}],
+                    children = [#xmlel{name = <<"value">>, children = [{xmlcdata, J}]}
+                                || J <- lists:sort([J || {J, A} <- maps:to_list(Affs), A =:= Aff])]}
+             || {Aff, Var, Label} <- [{owner, ?OWNERS, <<"Full list of room owners">>},
+                                      {admin, ?ADMINS, <<"Full list of room admins">>}]],
+    Form#xmlel{children = Fields ++ Lists}.
+
+%% @doc The owner and admin lists a submitted form sets (§10.2, §10.5,
+%% §10.8), each `unchanged' when the form does not have it; an invalid JID
+%% is an error naming the field.
+-spec affiliation_lists(throng_xdata:values()) ->
+    {ok, #{owner := [binary()] | unchanged, admin := [binary()] | unchanged}} | {error, binary()}.
+affiliation_lists(Values) ->
+    Read = fun(Var) ->
+                   case maps:find(Var, Values) of
+                       error -> {ok, unchanged};
+                       {ok, Vs} ->
+                           Parsed = [throng_jid:parse(V) || V <- Vs, V =/= <<>>],
+                           case lists:member(error, Parsed) of
+                               true -> error;
+                               false -> {ok, lists:usort([throng_jid:to_binary(throng_jid:bare(J))
+                                                          || {ok, J} <- Parsed])}
+                           end
+                   end
+           end,
+    case {Read(?OWNERS), Read(?ADMINS)} of
+        {{ok, O}, {ok, A}} -> {ok, #{owner => O, admin => A}};
+        {error, _} -> {error, <<"invalid JID in ", ?OWNERS/binary>>};
+        {_, error} -> {error, <<"invalid JID in ", ?ADMINS/binary>>}
+    end.
 
 %% @doc The configuration form with the current values (§10.2).
 -spec form(config()) -> #xmlel{}.
