@@ -43,10 +43,12 @@
 %% (an OTP interval timer; no process of the module's own), so an idle
 %% session costs nothing here once that has passed, and a busy user costs
 %% one small storage read per `hash_cache_ttl'. A set updates this node's
-%% row and tells the other members of the cluster to drop theirs
-%% (`erpc:multicast', not waited for); should that message be lost, or
-%% race with a read on another node, that node's presence carries the old
-%% hash for at most `hash_cache_ttl' seconds.
+%% row and has the other members of the cluster drop theirs before the set
+%% is answered (`erpc:multicall', a second at most: a vCard set is rare), so
+%% a presence sent through any node after the answer carries the new hash;
+%% a member that does not answer in time (or a read racing the set on
+%% another node) carries the old hash for at most `hash_cache_ttl'
+%% seconds.
 -module(throng_mod_vcard).
 -behaviour(throng_ext).
 
@@ -344,7 +346,9 @@ forget({_U, S} = US) ->
 forget_elsewhere(US) ->
     case throng_members:members() -- [node()] of
         [] -> ok;
-        Others -> erpc:multicast(Others, ?MODULE, forget, [US])
+        Others ->
+            _ = erpc:multicall(Others, ?MODULE, forget, [US], 1000),
+            ok
     end.
 
 %% @doc Drops the rows of a host's cache read more than hash_cache_ttl
