@@ -96,6 +96,13 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     %% What the BEAM does not account for: libraries' own malloc (OpenSSL's
     %% per-connection state under TLS), allocator and page overhead.
     io:format("  ~-22s ~8.1f bytes~n", [outside_beam, PerSession(rss) - PerSession(beam_total)]),
+    ArchivedRows = case rpc:call(Node, mnesia, table_info, [throng_mam, size]) of
+                       Rows when is_integer(Rows) -> Rows;
+                       _ -> 0
+                   end,
+    io:format("  ~-22s ~8.1f bytes (~b messages archived, ~.1f per session)~n",
+              [archive_rows, PerSession(archive), ArchivedRows, ArchivedRows / N]),
+    io:format("  ~-22s ~8.1f bytes~n", [rss_but_archive, PerSession(rss) - PerSession(archive)]),
     Pid = session_pid(Node),
     C2S = rpc:call(Node, erlang, process_info, [Pid, [memory, total_heap_size, message_queue_len,
                                                       binary, links]]),
@@ -111,8 +118,8 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
     io:format("  its socket: ~p~n", [[rpc:call(Node, erlang, port_info, [P, memory]) || P <- Ports]]),
     print_allocators(Node, "connected"),
     print_top_processes(Node),
-    io:format("~nRESULT rss_per_session_bytes=~.1f n=~b sessions=~p~n",
-              [PerSession(rss), N, Sessions]),
+    io:format("~nRESULT rss_per_session_bytes=~.1f archive_per_session_bytes=~.1f n=~b sessions=~p~n",
+              [PerSession(rss), PerSession(archive), N, Sessions]),
     %% MEMBENCH_HOLD=Seconds: keep the sessions that long after measuring
     %% (to inspect the server by hand: gdb, /proc/PID/smaps).
     case os:getenv("MEMBENCH_HOLD") of
@@ -180,7 +187,18 @@ sample(Node, OsPid) ->
       processes => proplists:get_value(processes, Mem),
       ets => proplists:get_value(ets, Mem),
       binary => proplists:get_value(binary, Mem),
-      system => proplists:get_value(system, Mem)}.
+      system => proplists:get_value(system, Mem),
+      archive => archive_bytes(Node)}.
+
+%% The bytes of the message archive's rows in RAM (Mnesia's throng_mam
+%% table, a disc_copies table: the archive is kept in RAM and on disk);
+%% 0 with PostgreSQL, or a build without MAM. Archived messages are data,
+%% not session state: the report gives the figure with and without them.
+archive_bytes(Node) ->
+    case rpc:call(Node, mnesia, table_info, [throng_mam, memory]) of
+        Words when is_integer(Words) -> Words * erlang:system_info(wordsize);
+        _ -> 0
+    end.
 
 %% User + system CPU time of a process, in milliseconds.
 cpu_ms(OsPid) ->

@@ -7,7 +7,12 @@
 # the same machine: the latency includes its own scheduling.
 #
 #   bench/muc.sh [USERS] [ROOMS]
+# SERVER_CPUS / LOAD_CPUS (taskset CPU lists, e.g. 0 and 1) pin the server
+# and the load generator to separate cores, so that the latency is not the
+# load generator's own queue behind the server's work.
 set -eu
+pin_server=${SERVER_CPUS:+taskset -c $SERVER_CPUS}
+pin_load=${LOAD_CPUS:+taskset -c $LOAD_CPUS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 users=${1:-1000}
 rooms=${2:-1}
@@ -31,8 +36,8 @@ export THRONG_LISTEN_EXTRA="modules:
   roster_versioning: {}
   vcard: {}
   version: {}"
-pid=$("$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 1 2>/dev/null | tail -n 1)
-"$root/bin/throng-bench" xmpp --scenario "$work/muc.yml" --users "$users" \
+pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 1 2>/dev/null | tail -n 1)
+$pin_load "$root/bin/throng-bench" xmpp --scenario "$work/muc.yml" --users "$users" \
     --server-pid "$pid" --out "$work/out" --no-progress >/dev/null
 /usr/bin/python3 - "$work/out/summary.json" "$users" "$rooms" <<'PY'
 import json, sys
