@@ -66,6 +66,17 @@ fi
 expect "start" "$T" start
 expect "ping" "$T" ping
 expect "status" "$T" status
+# The doctor: on the running node, a target this machine holds passes; one
+# far beyond its file-descriptor limit fails (exit 1) and names that limit.
+expect "doctor --target 100 passes on the running node" "$T" doctor --target 100
+doctor_caps() { # doctor_caps "description": exit 1, the fd limit named as the cap
+    if out=$("$T" doctor --target 10000000 2>&1); then fail "$1: exit 0"
+    else
+        case "$out" in *ERROR*"file descriptors"*) ok "$1";;
+                       *) fail "$1: $out";; esac
+    fi
+}
+doctor_caps "doctor --target 10000000 fails on the running node, naming the file-descriptor limit"
 expect "register alice" "$T" register alice localhost secret
 expect "register bob" "$T" register bob localhost secret
 expect "register carol" "$T" register carol localhost secret
@@ -177,6 +188,7 @@ expect "zero loss across kill -9: 1000 offline, 1000 detached, 100 unacknowledge
 
 expect "stop" "$T" stop
 if "$T" ping >/dev/null 2>&1; then fail "node still answers after stop"; else ok "node is down"; fi
+doctor_caps "doctor with the node down (configuration, vm.args) fails the same target"
 
 # A cluster of two nodes on this host (docs/clustering.md): node A keeps the
 # database, node B joins through its seeds; a slixmpp user on each node.

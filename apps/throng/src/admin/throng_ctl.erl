@@ -99,7 +99,10 @@ builtin() ->
      {"reload-certs", "", "Read the TLS certificates (certfile, keyfile, certfiles) again: "
       "new connections get them, open ones keep theirs; on an error the running ones stay"},
      {"gc", "", "Write Mnesia's log into its tables, garbage-collect every process and "
-      "return the C heap's free pages to the OS (before a memory measurement)"}].
+      "return the C heap's free pages to the OS (before a memory measurement)"},
+     {"doctor", "[--target SESSIONS]", "Check the OS and the node's limits against a target "
+      "number of sessions: what caps it and the fix; exit 1 when a limit caps it (works "
+      "with the node down too)"}].
 
 -spec run(string(), [string()]) -> result().
 run("status", []) ->
@@ -191,6 +194,8 @@ run("reload-certs", []) ->
         {error, Why} ->
             {?ERROR, ["Error: ", Why, "; the certificates in use stay\n"]}
     end;
+run("doctor", Args) ->
+    throng_doctor:run(Args);
 run("accounts", [S]) ->
     {?OK, io_lib:format("~b~n", [throng_storage:count_accounts(bin(S))])};
 run(Cmd, Args) ->

@@ -4,9 +4,10 @@
 %% 3 the server node is not running.
 -module(throng_ctl_cli).
 
--export([main/0, check_config/0]).
-%% Entry points of bin/throng (erl -s throng_ctl_cli main | check_config).
--ignore_xref([{main, 0}, {check_config, 0}]).
+-export([main/0, check_config/0, doctor/0]).
+%% Entry points of bin/throng (erl -s throng_ctl_cli main | check_config |
+%% doctor).
+-ignore_xref([{main, 0}, {check_config, 0}, {doctor, 0}]).
 
 -spec main() -> no_return().
 main() ->
@@ -33,6 +34,17 @@ check_config() ->
             io:format(standard_error, "throng: configuration error: ~ts~n", [Msg]),
             halt(1)
     end.
+
+%% @doc `throng doctor' with the node down: the configuration file and this
+%% process's limits (those a node started from the same shell gets).
+-spec doctor() -> no_return().
+doctor() ->
+    {ok, _} = application:ensure_all_started(fast_yaml),
+    {ok, _} = application:ensure_all_started(stringprep),
+    ok = application:load(throng),
+    {Code, Text} = throng_doctor:offline(init:get_plain_arguments()),
+    io:put_chars(Text),
+    halt(Code).
 
 command(Node, "ping", []) ->
     case net_adm:ping(Node) of
