@@ -17,6 +17,7 @@
 
 all() ->
     [feature_advertised, on_presence_and_messages, stable_per_bare_jid, differs_between_users_and_rooms,
+     rejoin_at_once_under_another_nick,
      client_id_replaced].
 
 init_per_testcase(_TC, Config) ->
@@ -78,3 +79,37 @@ client_id_replaced(_) ->
                                   #xmlel{name = <<"occupant-id">>, attrs = [{<<"xmlns">>, ?NS}, {<<"id">>, <<"forged">>}]}]}),
     M = ?C:recv_stanza(A),
     ?assertEqual([Id], [throng_xml:attr(<<"id">>, O) || #xmlel{name = <<"occupant-id">>} = O <- throng_xml:subels(M)]).
+
+%% Leaving and entering again at once under another nick (what the interop
+%% suite's "...AfterNicknameChangeAndRejoin" tests do, with a client that
+%% puts capabilities in its presence): the newcomer gets its own presence,
+%% with its presence's id and the same occupant id the others see.
+rejoin_at_once_under_another_nick(_) ->
+    Caps = #xmlel{name = <<"c">>, attrs = [{<<"xmlns">>, <<"http://jabber.org/protocol/caps">>},
+                                           {<<"hash">>, <<"sha-1">>}, {<<"node">>, <<"https://example.org">>},
+                                           {<<"ver">>, <<"abc=">>}]},
+    A = ?M:online(<<"alice">>),
+    ?M:create(A, <<"r">>, <<"a">>),
+    B = ?M:online(<<"bob">>),
+    ?M:enter(B, <<"r">>, <<"joiner-A">>, []),
+    ?M:settle([A, B]),
+    Join = fun(Nick) ->
+                   ?C:send(B, #xmlel{name = <<"presence">>, attrs = [{<<"to">>, ?M:occ(<<"r">>, Nick)},
+                                                                     {<<"id">>, <<"join-", Nick/binary>>}],
+                                     children = [Caps, #xmlel{name = <<"x">>,
+                                                              attrs = [{<<"xmlns">>, <<"http://jabber.org/protocol/muc">>}]}]})
+           end,
+    ?C:send(B, ?C:presence([{<<"to">>, ?M:occ(<<"r">>, <<"joiner-A">>)}, {<<"type">>, <<"unavailable">>},
+                            {<<"id">>, <<"leave-1">>}])),
+    Left = ?M:presence_from(B, ?M:occ(<<"r">>, <<"joiner-A">>)),
+    %% §7.2.3, §7.14: the self-presence carries the client's presence id.
+    ?assertEqual(<<"leave-1">>, throng_xml:attr(<<"id">>, Left)),
+    T0 = erlang:monotonic_time(millisecond),
+    Join(<<"joiner-B">>),
+    Self = ?M:next(B, fun(E) -> ?M:is_presence(E) andalso lists:member(110, ?M:codes(E)) end),
+    Took = erlang:monotonic_time(millisecond) - T0,
+    ct:pal("self-presence after ~b ms", [Took]),
+    ?assertEqual(?M:occ(<<"r">>, <<"joiner-B">>), ?M:from(Self)),
+    ?assertEqual(<<"join-joiner-B">>, throng_xml:attr(<<"id">>, Self)),
+    Seen = ?M:presence_from(A, ?M:occ(<<"r">>, <<"joiner-B">>)),
+    ?assertEqual(?M:occupant_id(Self), ?M:occupant_id(Seen)).

@@ -21,9 +21,30 @@
 
 %%% Presence
 
-%% @doc A presence from the real JID From to the room or room/nick.
+%% @doc A presence from the real JID From to the room or room/nick. The
+%% occupant's own presence that it causes, to itself and to the others,
+%% carries the client's presence id (§7.2.3: a client matches its
+%% self-presence by it; the others' presence from other occupants does not).
 -spec presence(#jid{}, #jid{}, #xmlel{}, integer(), #muc{}) -> {#muc{}, [out()]}.
-presence(From, #jid{resource = Nick} = To, El, Now, S) ->
+presence(From, To, El, Now, S0) ->
+    Old = maps:get(From, S0#muc.nicks, undefined),
+    {S, Out} = presence1(From, To, El, Now, S0),
+    case throng_stanza:id(El) of
+        <<>> -> {S, Out};
+        Id ->
+            Own = [N || N <- [Old, maps:get(From, S#muc.nicks, undefined)], N =/= undefined],
+            {S, [case Stanza of
+                     #xmlel{name = <<"presence">>} when F#jid.resource =/= <<>> ->
+                         case lists:member(F#jid.resource, Own) andalso
+                             throng_stanza:type(Stanza) =/= <<"error">> of
+                             true -> {F, T, throng_xml:set_attr(<<"id">>, Id, Stanza)};
+                             false -> O
+                         end;
+                     _ -> O
+                 end || {F, T, Stanza} = O <- Out]}
+    end.
+
+presence1(From, #jid{resource = Nick} = To, El, Now, S) ->
     Mine = maps:get(From, S#muc.nicks, undefined),
     case {throng_stanza:type(El), Mine} of
         {<<"unavailable">>, undefined} -> {S, []};
