@@ -28,7 +28,7 @@ all() ->
      wrong_caps_answer_not_trusted, access_presence, access_open, access_whitelist,
      publish_options_create_and_preconditions, retract_notifies, delete_node,
      configure_node, create_node, others_cannot_publish, payload_too_big, survives_restart,
-     removed_account_forgotten].
+     removed_account_forgotten, node_discovery].
 
 init_per_testcase(payload_too_big, Config) ->
     start(Config, #{modules => #{pep => #{max_item_bytes => 100}}});
@@ -408,3 +408,42 @@ removed_account_forgotten(_) ->
     ok = throng_auth:unregister(<<"alice">>, <<"localhost">>),
     ?assertEqual(not_found, throng_storage:kv_get(pep, {<<"alice">>, <<"localhost">>, ?NODE})),
     ?assertEqual(not_found, throng_storage:kv_get(pep_nodes, {<<"alice">>, <<"localhost">>})).
+
+%% XEP-0060 §5 on the account: its nodes (disco#items), a node's identity,
+%% feature and meta-data (disco#info with the node), its items by id; a
+%% whitelist node is hidden from a contact; a node that does not exist is
+%% item-not-found.
+node_discovery(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"Yes">>))),
+    <<"result">> = type(publish(A, <<"urn:xmpp:bookmarks:1">>, <<"b1">>, tune(<<"No">>),
+                                [{<<"pubsub#access_model">>, <<"whitelist">>}])),
+    B = login(<<"bob">>, <<"r">>),
+    Q = fun(C, NS, Node) ->
+                iq(C, <<"get">>, el(<<"query">>, [{<<"xmlns">>, NS}] ++ [{<<"node">>, Node} || Node =/= undefined],
+                                    []), <<"alice@localhost">>)
+        end,
+    Nodes = fun(R) -> lists:sort([throng_xml:attr(<<"node">>, I)
+                                  || I <- throng_xml:subels(throng_xml:subel(R, <<"query">>))]) end,
+    ?assertEqual(lists:sort([?NODE, <<"urn:xmpp:bookmarks:1">>]), Nodes(Q(A, ?NS_DISCO_ITEMS, undefined))),
+    ?assertEqual([?NODE], Nodes(Q(B, ?NS_DISCO_ITEMS, undefined))),
+    Info = Q(B, ?NS_DISCO_INFO, ?NODE),
+    ?assertEqual(<<"result">>, type(Info)),
+    Query = throng_xml:subel(Info, <<"query">>),
+    ?assertEqual(?NODE, throng_xml:attr(<<"node">>, Query)),
+    Id = throng_xml:subel(Query, <<"identity">>),
+    ?assertEqual({<<"pubsub">>, <<"leaf">>}, {throng_xml:attr(<<"category">>, Id), throng_xml:attr(<<"type">>, Id)}),
+    X = throng_xml:subel(Query, <<"x">>, <<"jabber:x:data">>),
+    Fields = maps:from_list([{throng_xml:attr(<<"var">>, F), [throng_xml:cdata(V) || V <- throng_xml:subels(F)]}
+                             || F <- throng_xml:subels(X), F#xmlel.name =:= <<"field">>]),
+    ?assertEqual([<<"http://jabber.org/protocol/pubsub#meta-data">>], maps:get(<<"FORM_TYPE">>, Fields)),
+    ?assertEqual([<<"alice@localhost">>], maps:get(<<"pubsub#owner">>, Fields)),
+    Items = Q(B, ?NS_DISCO_ITEMS, ?NODE),
+    ?assertEqual([<<"t1">>], [throng_xml:attr(<<"name">>, I)
+                              || I <- throng_xml:subels(throng_xml:subel(Items, <<"query">>))]),
+    ?assertEqual(<<"item-not-found">>, condition(Q(B, ?NS_DISCO_INFO, <<"urn:xmpp:bookmarks:1">>))),
+    ?assertEqual(<<"result">>, type(Q(A, ?NS_DISCO_INFO, <<"urn:xmpp:bookmarks:1">>))),
+    ?assertEqual(<<"item-not-found">>, condition(Q(A, ?NS_DISCO_INFO, <<"no-such-node">>))),
+    %% Carol shares nothing with Alice: the account answers her nothing.
+    Cc = login(<<"carol">>, <<"r">>),
+    ?assertEqual(<<"service-unavailable">>, condition(Q(Cc, ?NS_DISCO_INFO, ?NODE))).

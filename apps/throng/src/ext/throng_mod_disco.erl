@@ -8,7 +8,8 @@
 %% Queries to the domain also run the `disco_info' and `disco_items' hooks,
 %% so that a module can add items to the domain's list and answer the nodes
 %% it owns, per asker (XEP-0050's command list); a node no module answers is
-%% item-not-found.
+%% item-not-found. So do queries to an account with a node, and its
+%% disco#items (the account's PEP nodes and their items, XEP-0060 §5).
 -module(throng_mod_disco).
 -behaviour(throng_ext).
 
@@ -82,16 +83,38 @@ on_domain(IQ, #{host := Host, from := From, to := To, payload := Payload} = Ctx,
 %% @doc disco#info of a user's bare JID, answered by the server on the
 %% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
-account_info(IQ, #{host := Host} = Ctx) ->
-    for_account(IQ, Ctx, fun() ->
-        info(undefined, [{<<"account">>, <<"registered">>, <<>>} | throng_ext:account_identities(Host)],
-             [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])
-    end).
+account_info(IQ, #{host := Host, payload := Payload} = Ctx) ->
+    case throng_xml:attr(<<"node">>, Payload) of
+        undefined ->
+            for_account(IQ, Ctx, fun() ->
+                info(undefined, [{<<"account">>, <<"registered">>, <<>>}
+                                 | throng_ext:account_identities(Host)],
+                     [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])
+            end);
+        _Node ->
+            authorized_on(IQ, Ctx, fun() ->
+                on_domain(IQ, Ctx, disco_info, none, fun render_info/2)
+            end)
+    end.
 
-%% @doc disco#items of a user's bare JID (none are listed).
+%% @doc disco#items of a user's bare JID: what the `disco_items' hook's
+%% handlers list (the account's PEP nodes; with a node, its items).
 -spec account_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_items(IQ, Ctx) ->
-    for_account(IQ, Ctx, fun() -> items(undefined, []) end).
+    authorized_on(IQ, Ctx, fun() -> on_domain(IQ, Ctx, disco_items, [], fun items/2) end).
+
+authorized_on(IQ, Ctx, Answer) ->
+    case authorized(Ctx) of
+        true -> Answer();
+        false -> throng_stanza:error_reply(IQ, 'service-unavailable')
+    end.
+
+%% A node's answer may carry extended information (XEP-0128 forms).
+render_info(Node, {Ids, Features, Extra}) ->
+    Q = info(Node, Ids, Features),
+    Q#xmlel{children = Q#xmlel.children ++ Extra};
+render_info(Node, {Ids, Features}) ->
+    info(Node, Ids, Features).
 
 %% XEP-0030 §8: "the server MUST return a <service-unavailable/> error if
 %% ... the requesting entity is not authorized to receive presence from the

@@ -122,7 +122,7 @@ service(Host) ->
 %% @doc Hook: the domain's disco#items lists the service (XEP-0045 §6.1).
 -spec disco_items(term(), #{to := #jid{}, node := binary() | undefined}) ->
     ok | {ok, list()}.
-disco_items(Items, #{to := #jid{server = Host}, node := undefined}) when is_list(Items) ->
+disco_items(Items, #{to := #jid{user = <<>>, server = Host}, node := undefined}) when is_list(Items) ->
     case service(Host) of
         undefined -> ok;
         Service -> {ok, Items ++ [{Service, <<>>, <<"Chatrooms">>}]}

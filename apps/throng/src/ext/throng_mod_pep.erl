@@ -31,10 +31,11 @@
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, disco_identities/1,
          account_features/1, account_identities/1]).
--export([pubsub/2, owner/2, initial_presence/2, stanza_from_session/2, user_removed/2]).
+-export([pubsub/2, owner/2, initial_presence/2, stanza_from_session/2, user_removed/2,
+         disco_info/2, disco_items/2]).
 %% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
 -ignore_xref([{pubsub, 2}, {owner, 2}, {initial_presence, 2}, {stanza_from_session, 2},
-              {user_removed, 2}]).
+              {user_removed, 2}, {disco_info, 2}, {disco_items, 2}]).
 
 -define(NS_PUBSUB, <<"http://jabber.org/protocol/pubsub">>).
 -define(NS_OWNER, <<"http://jabber.org/protocol/pubsub#owner">>).
@@ -66,7 +67,9 @@ hooks() ->
     %% The caps answer is consumed before anything else sees it.
     [{stanza_from_session, 5, stanza_from_session},
      {initial_presence, 60, initial_presence},
-     {user_removed, 50, user_removed}].
+     {user_removed, 50, user_removed},
+     {disco_info, 50, disco_info},
+     {disco_items, 50, disco_items}].
 
 -spec disco_features(binary()) -> [binary()].
 disco_features(_Host) ->
@@ -565,6 +568,61 @@ visible(Owner, Me, #{access_model := presence} = Config) ->
     throng_pep_node:may_access(asker(Owner, Me), Config);
 visible(Owner, Me, Config) ->
     throng_pep_node:may_access(case Owner =:= Me of true -> owner; false -> other end, Config).
+
+%%% Service discovery (XEP-0060 §5)
+
+%% @doc Hook: disco#info of one of the account's nodes (§5.3, §5.4): a leaf
+%% node, with its meta-data (XEP-0128), for those who may see it.
+-spec disco_info(term(), #{from := #jid{}, to := #jid{}, node := binary() | undefined}) ->
+    ok | {stop, term()}.
+disco_info(_Acc, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
+                   node := Node}) when U =/= <<>>, is_binary(Node) ->
+    case get_node(U, S, Node) of
+        not_found -> ok;
+        N ->
+            Config = throng_pep_node:config(N),
+            case visible({U, S}, {FU, FS}, Config) of
+                false -> {stop, {error, 'item-not-found'}};
+                true -> {stop, {[{<<"pubsub">>, <<"leaf">>, <<>>}], [?NS_PUBSUB],
+                                [meta_data(U, S, Config, N)]}}
+            end
+    end;
+disco_info(_Acc, _Args) ->
+    ok.
+
+%% @doc Hook: disco#items of the account, its nodes the asker may see
+%% (§5.2); with a node, the node's items by id (§5.5).
+-spec disco_items(term(), #{from := #jid{}, to := #jid{}, node := binary() | undefined}) ->
+    ok | {ok, list()} | {stop, term()}.
+disco_items(Items, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
+                     node := undefined}) when U =/= <<>>, is_list(Items) ->
+    Bare = throng_jid:to_binary(#jid{user = U, server = S}),
+    {ok, Items ++ [{Bare, Name, <<>>} || Name <- node_names(U, S),
+                                         N <- [get_node(U, S, Name)], N =/= not_found,
+                                         visible({U, S}, {FU, FS}, throng_pep_node:config(N))]};
+disco_items(_Acc, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
+                    node := Node}) when U =/= <<>>, is_binary(Node) ->
+    case get_node(U, S, Node) of
+        not_found -> ok;
+        N ->
+            case visible({U, S}, {FU, FS}, throng_pep_node:config(N)) of
+                false -> {stop, {error, 'item-not-found'}};
+                true ->
+                    Bare = throng_jid:to_binary(#jid{user = U, server = S}),
+                    {stop, [{Bare, <<>>, Id} || {Id, _, _, _} <- throng_pep_node:items(N)]}
+            end
+    end;
+disco_items(_Acc, _Args) ->
+    ok.
+
+meta_data(U, S, #{access_model := Access, max_items := Max}, _N) ->
+    throng_xdata:result(<<>>,
+        [#{var => <<"FORM_TYPE">>, type => <<"hidden">>,
+           values => [<<"http://jabber.org/protocol/pubsub#meta-data">>]},
+         #{var => <<"pubsub#owner">>, type => <<"jid-multi">>,
+           values => [throng_jid:to_binary(#jid{user = U, server = S})]},
+         #{var => <<"pubsub#access_model">>, values => [atom_to_binary(Access)]},
+         #{var => <<"pubsub#max_items">>, values => [integer_to_binary(Max)]}]).
 
 %%% Storage
 
