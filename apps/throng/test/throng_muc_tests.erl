@@ -176,7 +176,7 @@ config_parse_test() ->
 config_round_trip_test() ->
     D = throng_muc_config:default(limits()),
     C = D#{title := <<"T">>, members_only := true, history_length := 7, whois := anyone},
-    X = throng_muc_config:form(C),
+    X = throng_muc_config:form(C, #{}),
     {ok, Values} = throng_xdata:parse(#xmlel{name = <<"query">>,
                                              children = [throng_xml:set_attr(<<"type">>, <<"submit">>, X)]}),
     ?assertEqual({ok, C}, throng_muc_config:parse(Values, D, limits())).

@@ -59,8 +59,10 @@ offline(Args) ->
             case throng_config:load() of
                 ok ->
                     report(facts(offline), Target,
-                           "the configuration " ++ throng_config:source()
-                           ++ " (node not running: its runtime limits are the defaults)");
+                           lists:flatten(io_lib:format(
+                                           "the configuration ~ts (node not running: the "
+                                           "release's vm.args and this shell's limits)",
+                                           [throng_config:source()])));
                 {error, Msg} ->
                     {2, io_lib:format("throng doctor: configuration error: ~ts~n", [Msg])}
             end

@@ -6,7 +6,7 @@
 
 -include("throng_muc.hrl").
 
--export([default/1, form/1, form/2, parse/3, features/1, info_form/3, from_stored/2,
+-export([default/1, form/2, parse/3, features/1, info_form/3, from_stored/2,
          affiliation_lists/1]).
 
 %% The room configuration.
