@@ -20,8 +20,9 @@
 
 -export([run/1, offline/1, facts/1, findings/2, report/3, parse_args/1]).
 %% run/1 is called in the node through throng_ctl; offline/1 by
-%% throng_ctl_cli when the node is down.
--ignore_xref([{run, 1}, {offline, 1}]).
+%% throng_ctl_cli when the node is down. The rest is what the tests drive
+%% (throng_doctor_tests, doctor_SUITE).
+-ignore_xref([{run, 1}, {offline, 1}, {facts, 1}, {findings, 2}, {report, 3}, {parse_args, 1}]).
 
 -type severity() :: ok | info | warn | error.
 -type finding() :: #{check := string(), value := string(), severity := severity(),
