@@ -68,6 +68,13 @@ tree_failure(Why, Path) ->
 %% that uses them, and owned by no process (a restart keeps them).
 counters() ->
     throng_metrics:init(),
+    %% No connection is open when the application starts: the gauges and
+    %% the listeners' slot counts start from zero. (They outlive a stop in
+    %% this runtime, so that a listener restarted by its supervisor keeps
+    %% counting the connections it holds; a count left behind by a stop
+    %% would otherwise stay forever.)
+    ok = throng_metrics:reset_gauges(),
+    ok = throng_listener:forget_counts(),
     persistent_term:put({throng_metrics, queue_alarm}, throng_config:get([stats, queue_alarm])),
     throng_tables:init_boot_secret().
 

@@ -13,7 +13,8 @@
 
 all() ->
     [counters_declared_once, counter_values_move, sessions_and_round_robin, listeners,
-     offline_total_counts_stored_messages, hot_queues_read_and_cleared, answers_while_stopped].
+     offline_total_counts_stored_messages, hot_queues_read_and_cleared, answers_while_stopped,
+     a_start_counts_connections_from_zero].
 
 init_per_testcase(answers_while_stopped, Config) ->
     Config;
@@ -160,3 +161,17 @@ wait_for(Fun, What, Deadline) ->
                 false -> timer:sleep(50), wait_for(Fun, What, Deadline)
             end
     end.
+
+%% A count left too high by a stop (here made by hand: a connection that
+%% ended without being counted) does not outlive it: at the next start the
+%% connections gauge and the listener's slot count are zero.
+a_start_counts_connections_from_zero(_) ->
+    C = ?C:connect(#{}),
+    wait_for(fun() -> [#{connections := N}] = throng_info:listeners(), N =:= 1 end, "1 connection"),
+    #{count := Count} = throng_listener:info({listener, 1}),
+    atomics:add(Count, 1, 1),
+    throng_metrics:add(connections_open, 1),
+    ok = ?C:close(C),
+    ok = throng_ct:restart(),
+    ?assertMatch([#{connections := 0}], throng_info:listeners()),
+    ?assertEqual(0, throng_metrics:value(connections_open)).

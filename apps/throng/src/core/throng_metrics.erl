@@ -7,7 +7,7 @@
 %% {@link metrics/0}, which go up and down (e.g. connections open).
 -module(throng_metrics).
 
--export([init/0, incr/1, add/2, value/1, all/0, names/0, metrics/0]).
+-export([init/0, reset_gauges/0, incr/1, add/2, value/1, all/0, names/0, metrics/0]).
 -export([stanza_in/1, stanza_out/2, bytes_in/2, check_queue/0, hot_queues/0,
          init_hot_queues/0, clear_hot_queue/1]).
 %% Called by throng_table_owner (a table creator named in throng_sup).
@@ -125,6 +125,13 @@ init() ->
         _ ->
             ok
     end,
+    ok.
+
+%% @doc Sets the gauges (what goes up and down: connections open) to zero,
+%% at application start.
+-spec reset_gauges() -> ok.
+reset_gauges() ->
+    [add(C, -value(C)) || #{kind := gauge, counters := Cs} <- metrics(), {C, _} <- Cs],
     ok.
 
 -spec incr(name()) -> ok.

@@ -9,7 +9,7 @@
 -module(throng_listener).
 -behaviour(gen_server).
 
--export([start_link/4, info/1, port/1, connections/1, listening/1]).
+-export([start_link/4, info/1, port/1, connections/1, listening/1, forget_counts/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 4}]).
@@ -44,6 +44,14 @@ port(Ref) ->
 connections(Ref) ->
     #{count := C} = info(Ref),
     atomics:get(C, 1).
+
+%% @doc Forgets every listener's socket and connection count (application
+%% start: nothing is connected yet, and a listener then starts counting
+%% from zero).
+-spec forget_counts() -> ok.
+forget_counts() ->
+    [persistent_term:erase(K) || {{?MODULE, _} = K, _} <- persistent_term:get()],
+    ok.
 
 %% @doc Whether the listen socket is open (it is closed while a
 %% `stop_listening' listener is full).
