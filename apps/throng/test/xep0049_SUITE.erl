@@ -28,7 +28,7 @@ groups() ->
       [store_and_retrieve, nothing_stored_is_the_empty_element, own_bare_jid_as_to,
        keyed_by_name_and_namespace, each_user_their_own, several_children_stored_together,
        refused_set_stores_nothing, empty_element_clears, size_limit, removed_account_forgotten,
-       survives_restart]).
+       survives_restart, concurrent_sets_from_two_resources]).
 
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
@@ -311,3 +311,30 @@ survives_restart(_) ->
     throng_ct:restart(),
     A2 = login(<<"alice">>),
     ?assertEqual(bin(prefs(<<"Hamlet">>)), get(A2, <<"exodus">>, <<"exodus:prefs">>)).
+
+%% Two resources of one user set different namespaces at the same moment,
+%% each many times without waiting for the answers: every set is kept (a
+%% set reads, changes and writes the user's store: two of them at once
+%% must not undo each other).
+concurrent_sets_from_two_resources(_) ->
+    A1 = ?C:login(<<"alice">>, <<"password">>, <<"one">>),
+    A2 = ?C:login(<<"alice">>, <<"password">>, <<"two">>),
+    N = 40,
+    Send = fun(C, Tag) ->
+                   [?C:send(C, #xmlel{name = <<"iq">>,
+                                      attrs = [{<<"type">>, <<"set">>},
+                                               {<<"id">>, <<Tag/binary, (integer_to_binary(I))/binary>>}],
+                                      children = [query([el(<<"x">>, <<"urn:test:", Tag/binary,
+                                                                       (integer_to_binary(I))/binary>>,
+                                                            [text(<<"v">>, Tag)])])]})
+                    || I <- lists:seq(1, N)]
+           end,
+    Send(A1, <<"a">>),
+    Send(A2, <<"b">>),
+    Results = fun(C) -> [throng_xml:attr(<<"type">>, ?C:recv_stanza(C)) || _ <- lists:seq(1, N)] end,
+    ?assertEqual(lists:duplicate(N, <<"result">>), Results(A1)),
+    ?assertEqual(lists:duplicate(N, <<"result">>), Results(A2)),
+    Missing = [{Tag, I} || Tag <- [<<"a">>, <<"b">>], I <- lists:seq(1, N),
+                           get(A1, <<"x">>, <<"urn:test:", Tag/binary, (integer_to_binary(I))/binary>>)
+                               =:= empty(<<"x">>, <<"urn:test:", Tag/binary, (integer_to_binary(I))/binary>>)],
+    ?assertEqual([], Missing).

@@ -24,11 +24,12 @@
 %% to the fragment serialized. So the children of one set are written in
 %% one put, together or not at all, and removing an account is one delete
 %% (hook `user_removed'). The price: a set writes the user's whole store
-%% again (at most `max_bytes'); and two sets sent at the same moment by two
-%% resources of one user are two read-modify-writes that do not see each
-%% other, so the later may undo the earlier (the store has no
-%% read-modify-write operation for module data). Storing an empty element
-%% removes the entry, which answers a get the same way.
+%% again (at most `max_bytes'). A set is a read-modify-write of the
+%% user's store, run under a lock of that user's (`global:trans/2', over
+%% the cluster: two resources may be on two nodes), so that two sets sent
+%% at the same moment by two resources both stay; gets take no lock.
+%% Storing an empty element removes the entry, which answers a get the same
+%% way.
 -module(throng_mod_private).
 -behaviour(throng_ext).
 
@@ -111,23 +112,26 @@ set(IQ, U, S, Els) ->
         false ->
             throng_stanza:error_reply(IQ, 'not-acceptable');
         true ->
-            Old = stored(U, S),
-            New = lists:foldl(fun put/2, Old, Els),
-            Max = throng_ext:opt(S, ?MODULE, max_bytes),
-            case bytes(New) of
-                Bytes when Bytes > Max ->
-                    logger:info(#{what => private_storage_full, user => U, server => S,
-                                  bytes => Bytes, max_bytes => Max}),
-                    throng_stanza:error_reply(
-                      IQ, 'not-acceptable',
-                      iolist_to_binary(io_lib:format("private XML storage is limited to ~b "
-                                                     "bytes per user", [Max])));
-                _ when New =:= Old ->
-                    throng_stanza:iq_result(IQ);
-                _ ->
-                    ok = write(U, S, New),
-                    throng_stanza:iq_result(IQ)
-            end
+            global:trans({{?MODULE, U, S}, self()}, fun() -> change(IQ, U, S, Els) end)
+    end.
+
+change(IQ, U, S, Els) ->
+    Old = stored(U, S),
+    New = lists:foldl(fun put/2, Old, Els),
+    Max = throng_ext:opt(S, ?MODULE, max_bytes),
+    case bytes(New) of
+        Bytes when Bytes > Max ->
+            logger:info(#{what => private_storage_full, user => U, server => S,
+                          bytes => Bytes, max_bytes => Max}),
+            throng_stanza:error_reply(
+              IQ, 'not-acceptable',
+              iolist_to_binary(io_lib:format("private XML storage is limited to ~b "
+                                             "bytes per user", [Max])));
+        _ when New =:= Old ->
+            throng_stanza:iq_result(IQ);
+        _ ->
+            ok = write(U, S, New),
+            throng_stanza:iq_result(IQ)
     end.
 
 query(Children) ->
