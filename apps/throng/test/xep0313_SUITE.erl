@@ -11,6 +11,7 @@
 -compile([export_all, nowarn_export_all]).
 
 -define(C, throng_test_client).
+-define(MC, throng_mam_client).
 -define(MAM, <<"urn:xmpp:mam:2">>).
 -define(SID, <<"urn:xmpp:sid:0">>).
 -define(RSM, <<"http://jabber.org/protocol/rsm">>).
@@ -135,23 +136,13 @@ all(C) ->
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, IQ)),
     Rs.
 
-form(Fields) ->
-    #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, <<"jabber:x:data">>}, {<<"type">>, <<"submit">>}],
-           children = [field(<<"FORM_TYPE">>, [?MAM]) | [field(V, Vs) || {V, Vs} <- Fields]]}.
-
-field(Var, Values) ->
-    #xmlel{name = <<"field">>, attrs = [{<<"var">>, Var}],
-           children = [#xmlel{name = <<"value">>, children = [{xmlcdata, V}]} || V <- Values]}.
-
-rsm(Children) ->
-    #xmlel{name = <<"set">>, attrs = [{<<"xmlns">>, ?RSM}],
-           children = [#xmlel{name = N, children = [{xmlcdata, V} || V =/= <<>>]}
-                       || {N, V} <- Children]}.
+form(Fields) -> ?MC:form(Fields).
+rsm(Children) -> ?MC:rsm(Children).
 
 %% A result's parts.
-result_id(M) -> throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"result">>)).
-forwarded(M) -> throng_xml:subel(throng_xml:subel(M, <<"result">>), <<"forwarded">>).
-inner(M) -> throng_xml:subel(forwarded(M), <<"message">>).
+result_id(M) -> ?MC:result_id(M).
+forwarded(M) -> ?MC:forwarded(M).
+inner(M) -> ?MC:inner(M).
 body(M) -> throng_xml:subel_cdata(inner(M), <<"body">>).
 bodies(Rs) -> [body(M) || M <- Rs].
 stamp(M) -> throng_xml:attr(<<"stamp">>, throng_xml:subel(forwarded(M), <<"delay">>)).
@@ -175,9 +166,7 @@ error_cond(IQ) ->
     Cond.
 
 %% The stanza ids of a message: {by, id}.
-stanza_ids(M) ->
-    [{throng_xml:attr(<<"by">>, S), throng_xml:attr(<<"id">>, S)}
-     || #xmlel{name = <<"stanza-id">>} = S <- throng_xml:subels(M), throng_xml:ns(S) =:= ?SID].
+stanza_ids(M) -> ?MC:stanza_ids(M).
 
 count(User) ->
     throng_storage:mam_count(User, ?HOST, #mam_filter{}).

@@ -14,6 +14,7 @@
 
 -define(C, throng_test_client).
 -define(M, throng_muc_client).
+-define(MC, throng_mam_client).
 -define(MAM, <<"urn:xmpp:mam:2">>).
 -define(SID, <<"urn:xmpp:sid:0">>).
 -define(RSM, <<"http://jabber.org/protocol/rsm">>).
@@ -108,24 +109,13 @@ all_bodies(C) ->
     ?assertEqual(<<"result">>, ?M:type(IQ)),
     bodies(Rs).
 
-inner(M) ->
-    throng_xml:subel(throng_xml:subel(throng_xml:subel(M, <<"result">>), <<"forwarded">>),
-                     <<"message">>).
+inner(M) -> ?MC:inner(M).
 bodies(Rs) -> [?M:body(inner(M)) || M <- Rs].
-result_id(M) -> throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"result">>)).
+result_id(M) -> ?MC:result_id(M).
+stanza_ids(M) -> ?MC:stanza_ids(M).
 
-stanza_ids(M) ->
-    [{throng_xml:attr(<<"by">>, S), throng_xml:attr(<<"id">>, S)}
-     || #xmlel{name = <<"stanza-id">>} = S <- throng_xml:subels(M), throng_xml:ns(S) =:= ?SID].
-
-form(Fields) ->
-    #xmlel{name = <<"x">>, attrs = [{<<"xmlns">>, <<"jabber:x:data">>}, {<<"type">>, <<"submit">>}],
-           children = [?M:field(<<"FORM_TYPE">>, ?MAM) | [?M:field(V, Val) || {V, Val} <- Fields]]}.
-
-rsm(Children) ->
-    #xmlel{name = <<"set">>, attrs = [{<<"xmlns">>, ?RSM}],
-           children = [#xmlel{name = N, children = [{xmlcdata, V} || V =/= <<>>]}
-                       || {N, V} <- Children]}.
+form(Fields) -> ?MC:form([{V, [Val]} || {V, Val} <- Fields]).
+rsm(Children) -> ?MC:rsm(Children).
 
 fin_set(IQ) ->
     Set = throng_xml:subel(throng_xml:subel(IQ, <<"fin">>, ?MAM), <<"set">>, ?RSM),
