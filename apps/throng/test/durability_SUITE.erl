@@ -29,7 +29,8 @@ groups() ->
     [{mnesia, [], [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
                    offline_claim_keeps_messages_when_sync_fails,
                    sync_process_down_fails_the_write, archive_writes_are_synced_soon,
-                   archive_writes_wait_when_the_log_falls_behind | Both]},
+                   archive_writes_wait_when_the_log_falls_behind,
+                   archive_writes_do_not_wait_for_a_log_that_keeps_up | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
 init_per_group(Group, Config) ->
@@ -46,6 +47,7 @@ init_per_testcase(_TC, Config) ->
 end_per_testcase(_TC, Config) ->
     catch meck:unload(mnesia),
     catch meck:unload(throng_storage_mnesia),
+    application:unset_env(throng, archive_sync_lag_ms),
     throng_ct:stop(),
     case ?config(pg, Config) of
         undefined -> ok;
@@ -112,20 +114,22 @@ archive_writes_are_synced_soon(_Config) ->
     ?assertEqual(101, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
 
 %% When syncs do not keep up, archive writes stop running ahead: past 1,000
-%% that are not known to be on disk, a writer waits for a commit (here the
-%% log's sync is held until the test lets it go). The count starts again
-%% with the storage: a write of an earlier start whose sync failed (here on
-%% purpose; in a run, a sync cut short by a stop) is not held against the
-%% writers of this one.
+%% that are not known to be on disk, while the last successful commit
+%% began more than archive_sync_lag_ms ago (here 100 ms), a writer waits
+%% for a commit (here the log's sync is held until the test lets it go).
+%% The count starts again with the storage: a write of an earlier start
+%% whose sync failed (here on purpose; in a run, a sync cut short by a
+%% stop) is not held against the writers of this one.
 archive_writes_wait_when_the_log_falls_behind(_Config) ->
     fail_syncs_with({error, on_purpose}),
     _ = store_archive(1),
     timer:sleep(200),
     ok = meck:unload(mnesia),
+    ok = application:set_env(throng, archive_sync_lag_ms, 100),
     ok = throng_ct:restart(),
-    Gate = ets:new(gate, [public]),
-    ok = meck:new(mnesia, [passthrough, no_link]),
-    ok = meck:expect(mnesia, sync_log, fun() -> wait_gate(Gate), meck:passthrough([]) end),
+    Gate = gate_syncs(),
+    %% The start counts as the last commit: the log is behind 100 ms later.
+    timer:sleep(150),
     Self = self(),
     Writer = spawn_link(fun() ->
                                 [store_archive(Id) || Id <- lists:seq(2, 1501)],
@@ -140,6 +144,30 @@ archive_writes_wait_when_the_log_falls_behind(_Config) ->
     ets:insert(Gate, {open}),
     receive {written, Writer} -> ok after 10000 -> ct:fail(still_held) end,
     ?assertEqual(1501, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
+
+%% Writers that pass 1,000 unsynced writes between two commits of a log
+%% that keeps up (its last commit began less than archive_sync_lag_ms ago,
+%% here a minute) go on: thousands of sessions writing at once must not
+%% all wait for every commit.
+archive_writes_do_not_wait_for_a_log_that_keeps_up(_Config) ->
+    ok = application:set_env(throng, archive_sync_lag_ms, 60000),
+    ok = throng_ct:restart(),
+    Gate = gate_syncs(),
+    Self = self(),
+    Writer = spawn_link(fun() ->
+                                [store_archive(Id) || Id <- lists:seq(1, 1500)],
+                                Self ! {written, self()}
+                        end),
+    receive {written, Writer} -> ok after 10000 -> ct:fail(held_back) end,
+    ?assertEqual(1500, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})),
+    ets:insert(Gate, {open}).
+
+%% The log's syncs wait until the test puts {open} in the returned table.
+gate_syncs() ->
+    Gate = ets:new(gate, [public]),
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = meck:expect(mnesia, sync_log, fun() -> wait_gate(Gate), meck:passthrough([]) end),
+    Gate.
 
 store_archive(Id) ->
     throng_storage:mam_store(<<"alice">>, ?S, #mam_msg{id = Id, peer = {<<"bob@localhost">>, <<>>},

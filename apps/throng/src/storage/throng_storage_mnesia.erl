@@ -68,6 +68,9 @@
 -define(SOON_KEY, {?MODULE, sync_soon}).
 -define(SOON_MS, 20).
 -define(MAX_UNSYNCED, 1000).
+-define(LAG_KEY, {?MODULE, archive_sync_lag_ms}).
+-define(DEFAULT_LAG_MS, 250).
+-define(DC_DUMP_LIMIT, 1).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
@@ -238,7 +241,16 @@ configure(Dir) ->
     %% Dump the transaction log less often: bulk registration writes
     %% millions of roster rows.
     ok = application:set_env(mnesia, dump_log_write_threshold, 50000),
-    ok = application:set_env(mnesia, dc_dump_limit, 40).
+    %% A dump of the log appends a disc_copies table's changes to its .DCL
+    %% file, and rewrites the whole table (.DCD) instead once the .DCL
+    %% holds at least 1/dc_dump_limit of the .DCD's size. A growing table
+    %% is so rewritten about dc_dump_limit times per row it holds: with 40
+    %% every dump rewrote the whole message archive (bench/routing.sh: the
+    %% archive's CPU per message grew with the archive, 2.7 times the
+    %% message's own cost at 5,000 messages/s). 1: a table is rewritten
+    %% when its .DCL is as large as its .DCD, so a start reads at most
+    %% about twice the table.
+    ok = application:set_env(mnesia, dc_dump_limit, ?DC_DUMP_LIMIT).
 
 %% A new schema is first written as FALLBACK.BUP and becomes schema.DAT
 %% when Mnesia starts: either means the schema exists.
@@ -745,16 +757,27 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 %% dirty write (about 5 us of CPU, no transaction, no lock manager: the ids
 %% this node gives are unique, and a dirty read finds one of an earlier
 %% run), then a group commit ?SOON_MS ms later that covers every write of
-%% that moment, not waited for. So the message is in the archive (every
-%% query sees it) when this returns, and on disk ?SOON_MS ms and an fsync
-%% later; a kill -9 of the node or a crash of the machine in between may
-%% lose it (measured: 1,000 writes and an immediate halt kept 363; 100 ms
-%% later, all). Mnesia writes its log in one process, which gets no more
+%% that moment, not waited for. (Batching the writes of many sessions in
+%% one transaction was measured and is slower: at 5,000 messages/s the
+%% batches hold a few writes, and a transaction and a call to the writer
+%% cost more than the dirty writes they replace: 229 against 181 us of
+%% server CPU per message, bench/routing.sh 500.) So the message is in
+%% the archive (every query sees it) when this returns, and on disk
+%% ?SOON_MS ms and an fsync later; a kill -9 of the node or a crash of the
+%% machine in between may lose it (measured: 1,000 writes and an immediate
+%% halt kept 363; 100 ms later, all). Mnesia writes its log in one process, which gets no more
 %% CPU than any session: when writes come faster than it writes them, the
-%% writer that finds ?MAX_UNSYNCED archive writes not synced waits for a
-%% commit, so that the backlog (and what a crash can lose) stays bounded
-%% and the senders slow down instead (measured without it: 365,000 writes
-%% queued behind the log under load, and growing). In a
+%% log falls behind. A writer that finds more than ?MAX_UNSYNCED archive
+%% writes not synced, and the last successful commit begun more than
+%% archive_sync_lag_ms ago (250 ms by default; the application
+%% environment of throng sets it), waits for a commit, so that the backlog
+%% (and what a crash can lose) stays bounded and the senders slow down
+%% instead (measured without it: 365,000 writes queued behind the log
+%% under load, and growing). Both conditions, not the count alone: a log
+%% that keeps up commits every ?SOON_MS ms and a few, and thousands of
+%% sessions writing at once pass any fixed count between two commits;
+%% with the count alone every one of them waited for every commit, and
+%% the server's message rate fell to a third (bench/routing.sh 2000). In a
 %% cluster another node may archive for the same user in the same
 %% microsecond: a transaction takes the id, and the write is durable when
 %% this returns.
@@ -768,7 +791,8 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             catch exit:{aborted, Why} -> failed({aborted, Why})
             end,
             Ref = persistent_term:get(?SOON_KEY),
-            case atomics:add_get(Ref, 2, 1) - atomics:get(Ref, 3) > ?MAX_UNSYNCED of
+            case atomics:add_get(Ref, 2, 1) - atomics:get(Ref, 3) > ?MAX_UNSYNCED
+                andalso log_behind(Ref) of
                 true -> _ = sync_unsynced(), ok;
                 false -> sync_soon()
             end,
@@ -796,16 +820,32 @@ dirty_free_id(US, Id) ->
         [_] -> dirty_free_id(US, Id + 1)
     end.
 
+%% The atomics of the archive's group commit: 1, a commit pending; 2,
+%% archive writes made; 3, writes known to be on disk; 4, when the last
+%% successful commit began (monotonic milliseconds).
+%%
 %% At a start the count of archive writes not known to be on disk starts
 %% again: those of an earlier start in this node were dumped when Mnesia
 %% stopped, or are lost with it (a sync cut short by the stop must not be
 %% held against this start's writers). The counters outlive the start,
 %% for a sync of the earlier one that is still running.
 reset_unsynced() ->
+    persistent_term:put(?LAG_KEY, application:get_env(throng, archive_sync_lag_ms,
+                                                      ?DEFAULT_LAG_MS)),
     case persistent_term:get(?SOON_KEY, undefined) of
-        undefined -> persistent_term:put(?SOON_KEY, atomics:new(3, []));
-        Ref -> atomics:put(Ref, 3, atomics:get(Ref, 2))
+        undefined ->
+            Ref = atomics:new(4, []),
+            atomics:put(Ref, 4, erlang:monotonic_time(millisecond)),
+            persistent_term:put(?SOON_KEY, Ref);
+        Ref ->
+            atomics:put(Ref, 3, atomics:get(Ref, 2)),
+            atomics:put(Ref, 4, erlang:monotonic_time(millisecond))
     end.
+
+%% Whether the log is behind: its last successful commit began more than
+%% archive_sync_lag_ms ago.
+log_behind(Ref) ->
+    erlang:monotonic_time(millisecond) - atomics:get(Ref, 4) > persistent_term:get(?LAG_KEY).
 
 %% The first write of a moment starts a process that waits ?SOON_MS ms and
 %% has the log synced (with whatever else the group commit syncs then);
@@ -831,17 +871,23 @@ sync_soon() ->
 %% the next commit tries again.
 sync_unsynced() ->
     Ref = persistent_term:get(?SOON_KEY),
+    Began = erlang:monotonic_time(millisecond),
     Made = atomics:get(Ref, 2),
     case sync() of
-        ok -> synced_up_to(Ref, Made);
-        {error, _} = Error -> Error
+        ok ->
+            raise(Ref, 3, Made),
+            raise(Ref, 4, Began);
+        {error, _} = Error ->
+            Error
     end.
 
-synced_up_to(Ref, Made) ->
-    Known = atomics:get(Ref, 3),
-    case Made =< Known orelse atomics:compare_exchange(Ref, 3, Known, Made) =:= ok of
+%% Slot I of Ref becomes V unless it is already as large (concurrent
+%% commits end in any order).
+raise(Ref, I, V) ->
+    Old = atomics:get(Ref, I),
+    case V =< Old orelse atomics:compare_exchange(Ref, I, Old, V) =:= ok of
         true -> ok;
-        false -> synced_up_to(Ref, Made)
+        false -> raise(Ref, I, V)
     end.
 
 %% Without a peer filter, a range is walked key by key from the end the
