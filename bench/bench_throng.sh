@@ -11,7 +11,8 @@
 # Defaults: port 15222, 1000 users, 18 contacts, 4096 PBKDF2 iterations
 # (auth.scram_iterations' default; the SCRAM keys a PLAIN login must derive).
 # THRONG_LISTEN_EXTRA: more YAML lines for the listener (4-space indented),
-# e.g. "    recv_buffer: 1024".
+# e.g. "    recv_buffer: 1024". THRONG_CONFIG_EXTRA: more top-level YAML
+# lines, e.g. a `modules:' map.
 set -eu
 cmd=${1:-}
 dir=${2:-}
@@ -35,6 +36,7 @@ listen:
 ${THRONG_LISTEN_EXTRA:-}
 stats:
   port: 0
+${THRONG_CONFIG_EXTRA:-}
 YML
     "$rel" start >&2
     "$rel" bulk-register localhost "$users" password user "$contacts" "$iterations" >&2
