@@ -289,7 +289,7 @@ count_close(_) -> ok.
 check_backlog(#d{lref = LRef} = D) ->
     {Stanzas, Bytes} = throng_c2s_io:backlog(),
     case Stanzas > throng_c2s_io:lopt(LRef, max_queued_stanzas)
-        orelse (is_integer(Bytes) andalso Bytes > throng_c2s_io:lopt(LRef, max_queued_bytes)) of
+        orelse Bytes > throng_c2s_io:lopt(LRef, max_queued_bytes) of
         false ->
             {next_state, session, D, throng_c2s_io:shaper_action(D)};
         true ->

@@ -10,12 +10,7 @@
 -include("throng_c2s.hrl").
 
 -export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
-         backlog/0, measure_bytes/2]).
-%% Used by backlog/0 and by its tests.
--ignore_xref([{measure_bytes, 2}]).
-
-%% Queued stanzas up to which a mailbox's bytes are counted at every event.
--define(BYTES_ALWAYS, 32).
+         backlog/0]).
 
 -spec opts(throng_listener:ref()) -> throng_listener:info().
 opts(LRef) -> throng_listener:info(LRef).
@@ -116,37 +111,14 @@ flush(#d{out = Out, sock = Sock} = D) ->
 %% driver's high watermark, so it never holds more than that and one write.
 %% {0, 0} without looking further when the mailbox is empty (the cheap,
 %% usual case).
-%%
-%% Counting the bytes walks the whole mailbox, so it costs its length: a
-%% session that fell behind and measured at every event would spend time
-%% growing with the square of its backlog, and fall further behind (seen
-%% at 20,000 messages/s: a tenth of the server's CPU in that walk). Past
-%% ?BYTES_ALWAYS queued stanzas they are counted on a sample of the calls,
-%% about ?BYTES_ALWAYS in Len of them (`unmeasured' for the others): a
-%% constant cost per event on average, and a backlog that keeps growing is
-%% still measured within a few dozen events.
--spec backlog() -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer() | unmeasured}.
+-spec backlog() -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer()}.
 backlog() ->
     case process_info(self(), message_queue_len) of
-        {message_queue_len, 0} ->
-            {0, 0};
+        {message_queue_len, 0} -> {0, 0};
         {message_queue_len, Len} ->
-            case measure_bytes(Len, erlang:monotonic_time()) of
-                true ->
-                    [{memory, Mem}, {total_heap_size, Heap}] =
-                        process_info(self(), [memory, total_heap_size]),
-                    {Len, max(0, Mem - Heap * erlang:system_info(wordsize))};
-                false ->
-                    {Len, unmeasured}
-            end
+            [{memory, Mem}, {total_heap_size, Heap}] = process_info(self(), [memory, total_heap_size]),
+            {Len, max(0, Mem - Heap * erlang:system_info(wordsize))}
     end.
-
-%% @doc Whether the bytes of a mailbox of Len stanzas are counted at this
-%% call, Token being any integer that changes from call to call: always up
-%% to ?BYTES_ALWAYS stanzas, then for about ?BYTES_ALWAYS tokens in Len.
--spec measure_bytes(pos_integer(), integer()) -> boolean().
-measure_bytes(Len, _Token) when Len =< ?BYTES_ALWAYS -> true;
-measure_bytes(Len, Token) -> erlang:phash2(Token, Len) < ?BYTES_ALWAYS.
 
 -spec send_now(data(), iodata()) -> ok.
 send_now(#d{sock = undefined}, _Bytes) -> ok;
