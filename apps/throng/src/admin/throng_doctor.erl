@@ -155,18 +155,15 @@ vm_args(Path) ->
 fd_limits() ->
     case file:read_file("/proc/self/limits") of
         {ok, Text} ->
-            case [L || L <- binary:split(Text, <<"\n">>, [global]),
-                       binary:match(L, <<"Max open files">>) =/= nomatch] of
-                [Line] ->
-                    [_, _, _, S, H | _] = string:lexemes(binary_to_list(Line), " "),
-                    {limit(S), limit(H)};
-                _ -> {unknown, unknown}
+            case throng_proc:limits(Text) of
+                #{max_open_files := {S, H}} -> {limit(S), limit(H)};
+                #{} -> {unknown, unknown}
             end;
         _ -> {unknown, unknown}
     end.
 
-limit("unlimited") -> unlimited;
-limit(N) -> list_to_integer(N).
+limit(infinity) -> unlimited;
+limit(N) -> N.
 
 int_file(Path) ->
     case ints_file(Path) of

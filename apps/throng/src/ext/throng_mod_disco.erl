@@ -50,7 +50,7 @@ disco_identities(_Host) ->
 server_info(IQ, #{host := Host} = Ctx) ->
     on_domain(IQ, Ctx, disco_info,
               {throng_ext:disco_identities(Host), throng_ext:disco_features(Host)},
-              fun(Node, {Ids, Features}) -> info(Node, Ids, Features) end).
+              fun render_info/2).
 
 %% @doc disco#items of the domain: what the `disco_items' hook's handlers
 %% list (nothing when none does).
@@ -84,30 +84,23 @@ on_domain(IQ, #{host := Host, from := From, to := To, payload := Payload} = Ctx,
 %% account's behalf to those allowed to see it (see authorized/1).
 -spec account_info(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_info(IQ, #{host := Host, payload := Payload} = Ctx) ->
-    case throng_xml:attr(<<"node">>, Payload) of
-        undefined ->
-            for_account(IQ, Ctx, fun() ->
-                info(undefined, [{<<"account">>, <<"registered">>, <<>>}
-                                 | throng_ext:account_identities(Host)],
-                     [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])
-            end);
-        _Node ->
-            authorized_on(IQ, Ctx, fun() ->
+    for_account(IQ, Ctx, fun() ->
+        case is_get(IQ) andalso throng_xml:attr(<<"node">>, Payload) =:= undefined of
+            true ->
+                throng_stanza:iq_result(
+                  IQ, [info(undefined, [{<<"account">>, <<"registered">>, <<>>}
+                                        | throng_ext:account_identities(Host)],
+                            [?NS_DISCO_INFO, ?NS_DISCO_ITEMS | throng_ext:account_features(Host)])]);
+            false ->
                 on_domain(IQ, Ctx, disco_info, none, fun render_info/2)
-            end)
-    end.
+        end
+    end).
 
 %% @doc disco#items of a user's bare JID: what the `disco_items' hook's
 %% handlers list (the account's PEP nodes; with a node, its items).
 -spec account_items(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
 account_items(IQ, Ctx) ->
-    authorized_on(IQ, Ctx, fun() -> on_domain(IQ, Ctx, disco_items, [], fun items/2) end).
-
-authorized_on(IQ, Ctx, Answer) ->
-    case authorized(Ctx) of
-        true -> Answer();
-        false -> throng_stanza:error_reply(IQ, 'service-unavailable')
-    end.
+    for_account(IQ, Ctx, fun() -> on_domain(IQ, Ctx, disco_items, [], fun items/2) end).
 
 %% A node's answer may carry extended information (XEP-0128 forms).
 render_info(Node, {Ids, Features, Extra}) ->
@@ -123,9 +116,9 @@ render_info(Node, {Ids, Features}) ->
 %% trusted (e.g., another resource of the same user)", whatever the node:
 %% any other answer would tell that the account exists (the router answers
 %% service-unavailable for an account that does not).
-for_account(IQ, Ctx, Result) ->
+for_account(IQ, Ctx, Answer) ->
     case authorized(Ctx) of
-        true -> get_without_node(IQ, Ctx, Result);
+        true -> Answer();
         false -> throng_stanza:error_reply(IQ, 'service-unavailable')
     end.
 
@@ -135,13 +128,6 @@ authorized(#{from := #jid{user = FU, server = FS}, to := #jid{user = U, server =
     throng_presence:shares_with(U, S, {FU, FS});
 authorized(_) ->
     false.
-
-get_without_node(IQ, #{payload := Payload} = Ctx, Result) ->
-    case {is_get(IQ), throng_xml:attr(<<"node">>, Payload)} of
-        {true, undefined} -> throng_stanza:iq_result(IQ, [Result()]);
-        {true, _} -> throng_stanza:error_reply(IQ, 'item-not-found');
-        {false, _} -> bad_type(IQ, Ctx)
-    end.
 
 is_get(IQ) ->
     throng_stanza:type(IQ) =:= <<"get">>.

@@ -575,17 +575,13 @@ visible(Owner, Me, Config) ->
 %% node, with its meta-data (XEP-0128), for those who may see it.
 -spec disco_info(term(), #{from := #jid{}, to := #jid{}, node := binary() | undefined}) ->
     ok | {stop, term()}.
-disco_info(_Acc, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
-                   node := Node}) when U =/= <<>>, is_binary(Node) ->
-    case get_node(U, S, Node) of
+disco_info(_Acc, #{from := From, to := #jid{user = U, server = S}, node := Node})
+  when U =/= <<>>, is_binary(Node) ->
+    case seen_node(From, U, S, Node) of
         not_found -> ok;
-        N ->
-            Config = throng_pep_node:config(N),
-            case visible({U, S}, {FU, FS}, Config) of
-                false -> {stop, {error, 'item-not-found'}};
-                true -> {stop, {[{<<"pubsub">>, <<"leaf">>, <<>>}], [?NS_PUBSUB],
-                                [meta_data(U, S, Config, N)]}}
-            end
+        hidden -> {stop, {error, 'item-not-found'}};
+        {ok, N} -> {stop, {[{<<"pubsub">>, <<"leaf">>, <<>>}], [?NS_PUBSUB],
+                           [meta_data(U, S, throng_pep_node:config(N))]}}
     end;
 disco_info(_Acc, _Args) ->
     ok.
@@ -594,28 +590,35 @@ disco_info(_Acc, _Args) ->
 %% (§5.2); with a node, the node's items by id (§5.5).
 -spec disco_items(term(), #{from := #jid{}, to := #jid{}, node := binary() | undefined}) ->
     ok | {ok, list()} | {stop, term()}.
-disco_items(Items, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
-                     node := undefined}) when U =/= <<>>, is_list(Items) ->
+disco_items(Items, #{from := From, to := #jid{user = U, server = S}, node := undefined})
+  when U =/= <<>>, is_list(Items) ->
     Bare = throng_jid:to_binary(#jid{user = U, server = S}),
     {ok, Items ++ [{Bare, Name, <<>>} || Name <- node_names(U, S),
-                                         N <- [get_node(U, S, Name)], N =/= not_found,
-                                         visible({U, S}, {FU, FS}, throng_pep_node:config(N))]};
-disco_items(_Acc, #{from := #jid{user = FU, server = FS}, to := #jid{user = U, server = S},
-                    node := Node}) when U =/= <<>>, is_binary(Node) ->
-    case get_node(U, S, Node) of
+                                         {ok, _} <- [seen_node(From, U, S, Name)]]};
+disco_items(_Acc, #{from := From, to := #jid{user = U, server = S}, node := Node})
+  when U =/= <<>>, is_binary(Node) ->
+    case seen_node(From, U, S, Node) of
         not_found -> ok;
-        N ->
-            case visible({U, S}, {FU, FS}, throng_pep_node:config(N)) of
-                false -> {stop, {error, 'item-not-found'}};
-                true ->
-                    Bare = throng_jid:to_binary(#jid{user = U, server = S}),
-                    {stop, [{Bare, <<>>, Id} || {Id, _, _, _} <- throng_pep_node:items(N)]}
-            end
+        hidden -> {stop, {error, 'item-not-found'}};
+        {ok, N} ->
+            Bare = throng_jid:to_binary(#jid{user = U, server = S}),
+            {stop, [{Bare, <<>>, Id} || {Id, _, _, _} <- throng_pep_node:items(N)]}
     end;
 disco_items(_Acc, _Args) ->
     ok.
 
-meta_data(U, S, #{access_model := Access, max_items := Max}, _N) ->
+%% The node Name of U@S as the asker From may see it in service discovery.
+seen_node(#jid{user = FU, server = FS}, U, S, Name) ->
+    case get_node(U, S, Name) of
+        not_found -> not_found;
+        N ->
+            case visible({U, S}, {FU, FS}, throng_pep_node:config(N)) of
+                true -> {ok, N};
+                false -> hidden
+            end
+    end.
+
+meta_data(U, S, #{access_model := Access, max_items := Max}) ->
     throng_xdata:result(<<>>,
         [#{var => <<"FORM_TYPE">>, type => <<"hidden">>,
            values => [<<"http://jabber.org/protocol/pubsub#meta-data">>]},

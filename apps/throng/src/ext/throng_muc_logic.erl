@@ -33,16 +33,18 @@ presence(From, To, El, Now, S0) ->
         <<>> -> {S, Out};
         Id ->
             Own = [N || N <- [Old, maps:get(From, S#muc.nicks, undefined)], N =/= undefined],
-            {S, [case Stanza of
-                     #xmlel{name = <<"presence">>} when F#jid.resource =/= <<>> ->
-                         case lists:member(F#jid.resource, Own) andalso
-                             throng_stanza:type(Stanza) =/= <<"error">> of
-                             true -> {F, T, throng_xml:set_attr(<<"id">>, Id, Stanza)};
-                             false -> O
-                         end;
-                     _ -> O
-                 end || {F, T, Stanza} = O <- Out]}
+            {S, [with_id(Id, Own, O) || O <- Out]}
     end.
+
+%% An occupant presence from one of the nicks Own gets the id Id.
+with_id(Id, Own, {#jid{resource = Nick} = F, T, #xmlel{name = <<"presence">>} = Stanza} = O)
+  when Nick =/= <<>> ->
+    case lists:member(Nick, Own) andalso throng_stanza:type(Stanza) =/= <<"error">> of
+        true -> {F, T, throng_xml:set_attr(<<"id">>, Id, Stanza)};
+        false -> O
+    end;
+with_id(_Id, _Own, O) ->
+    O.
 
 presence1(From, #jid{resource = Nick} = To, El, Now, S) ->
     Mine = maps:get(From, S#muc.nicks, undefined),

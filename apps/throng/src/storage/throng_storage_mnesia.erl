@@ -243,13 +243,13 @@ configure(Dir) ->
     ok = application:set_env(mnesia, dump_log_write_threshold, 50000),
     %% A dump of the log appends a disc_copies table's changes to its .DCL
     %% file, and rewrites the whole table (.DCD) instead once the .DCL
-    %% holds at least 1/dc_dump_limit of the .DCD's size. A growing table
-    %% is so rewritten about dc_dump_limit times per row it holds: with 40
-    %% every dump rewrote the whole message archive (bench/routing.sh: the
-    %% archive's CPU per message grew with the archive, 2.7 times the
-    %% message's own cost at 5,000 messages/s). 1: a table is rewritten
-    %% when its .DCL is as large as its .DCD, so a start reads at most
-    %% about twice the table.
+    %% holds at least 1/dc_dump_limit of the .DCD's size (mnesia_dumper).
+    %% A growing table is so rewritten about dc_dump_limit times per row
+    %% it holds: with 40, a message archive of millions of rows would be
+    %% rewritten whole at nearly every dump. 1: a table is rewritten when
+    %% its .DCL is as large as its .DCD, so a start reads at most about
+    %% twice the table. (Argued from Mnesia's rule; a 40 s run of
+    %% bench/routing.sh 1000 reached no full rewrite with either value.)
     ok = application:set_env(mnesia, dc_dump_limit, ?DC_DUMP_LIMIT).
 
 %% A new schema is first written as FALLBACK.BUP and becomes schema.DAT
@@ -757,17 +757,19 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 %% dirty write (about 5 us of CPU, no transaction, no lock manager: the ids
 %% this node gives are unique, and a dirty read finds one of an earlier
 %% run), then a group commit ?SOON_MS ms later that covers every write of
-%% that moment, not waited for. (Batching the writes of many sessions in
-%% one transaction was measured and is slower: at 5,000 messages/s the
-%% batches hold a few writes, and a transaction and a call to the writer
-%% cost more than the dirty writes they replace: 229 against 181 us of
-%% server CPU per message, bench/routing.sh 500.) So the message is in
-%% the archive (every query sees it) when this returns, and on disk
-%% ?SOON_MS ms and an fsync later; a kill -9 of the node or a crash of the
-%% machine in between may lose it (measured: 1,000 writes and an immediate
-%% halt kept 363; 100 ms later, all). Mnesia writes its log in one process, which gets no more
-%% CPU than any session: when writes come faster than it writes them, the
-%% log falls behind. A writer that finds more than ?MAX_UNSYNCED archive
+%% that moment, not waited for. So the message is in the archive (every
+%% query sees it) when this returns, and on disk ?SOON_MS ms and an fsync
+%% later; a kill -9 of the node or a crash of the machine in between may
+%% lose it (measured: 1,000 writes and an immediate halt kept 363; 100 ms
+%% later, all). Batching the writes of many sessions in one transaction
+%% was measured and is slower: at 5,000 messages/s the batches hold a few
+%% writes, and a transaction and a call to the writer cost more than the
+%% dirty writes they replace (229 against 181 us of server CPU per
+%% message, bench/routing.sh 500).
+%%
+%% Mnesia writes its log in one process, which gets no more CPU than any
+%% session: when writes come faster than it writes them, the log falls
+%% behind. A writer that finds more than ?MAX_UNSYNCED archive
 %% writes not synced, and the last successful commit begun more than
 %% archive_sync_lag_ms ago (250 ms by default; the application
 %% environment of throng sets it), waits for a commit, so that the backlog
@@ -832,15 +834,16 @@ dirty_free_id(US, Id) ->
 reset_unsynced() ->
     persistent_term:put(?LAG_KEY, application:get_env(throng, archive_sync_lag_ms,
                                                       ?DEFAULT_LAG_MS)),
-    case persistent_term:get(?SOON_KEY, undefined) of
-        undefined ->
-            Ref = atomics:new(4, []),
-            atomics:put(Ref, 4, erlang:monotonic_time(millisecond)),
-            persistent_term:put(?SOON_KEY, Ref);
-        Ref ->
-            atomics:put(Ref, 3, atomics:get(Ref, 2)),
-            atomics:put(Ref, 4, erlang:monotonic_time(millisecond))
-    end.
+    Ref = case persistent_term:get(?SOON_KEY, undefined) of
+              undefined ->
+                  New = atomics:new(4, []),
+                  persistent_term:put(?SOON_KEY, New),
+                  New;
+              Old ->
+                  Old
+          end,
+    atomics:put(Ref, 3, atomics:get(Ref, 2)),
+    atomics:put(Ref, 4, erlang:monotonic_time(millisecond)).
 
 %% Whether the log is behind: its last successful commit began more than
 %% archive_sync_lag_ms ago.
