@@ -240,6 +240,73 @@ i=0; while nb ping >/dev/null 2>&1 && [ $i -lt 40 ]; do sleep 0.5; i=$((i + 1));
 case "$(na cluster)" in *thronge2eb*) fail "node B still a member: $(na cluster)";; *) ok "node B left the cluster";; esac
 expect "cluster: stop node A" na stop
 
+# throng-bench study from the release: two settings (the second flips
+# net.ipv4.tcp_sack, adds a runtime flag and a listener option), two repeats,
+# a fresh node for each run, the routed/echo ratio; the same command again
+# resumes (no run is made twice); another design in the same directory is
+# refused; the sysctl is back to its old value.
+SP=$((PORT + 120))
+sack0=$(cat /proc/sys/net/ipv4/tcp_sack)
+cat > "$WORK/study.yml" <<YML
+name: e2e
+repeats: 2
+population: 200
+rate: 100
+iterations: 1
+port: $SP
+ratio: {users: 100, size: 64, think: 50ms, duration: 5s}
+settings:
+  - name: baseline
+    table: "e2e"
+  - name: sack_flip
+    table: "e2e"
+    sysctl: {net.ipv4.tcp_sack: "$((1 - sack0))"}
+    erl_flags: "+IOt 2"
+    listen: {active_n: 1}
+YML
+if "$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --no-progress \
+        > "$WORK/study.log" 2>&1 &&
+   out=$($PY - "$WORK/study" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, 'summary.json')))
+runs = s['runs']
+assert len(runs) == 4 and all(r['ok'] for r in runs), runs
+assert all(r['peak_sessions'] == 200 and r['stop_reason'] == 'population' for r in runs), runs
+for st in s['settings']:
+    m = st['metrics']['peak_sessions']
+    assert m['n'] == 2 and m['ci95'] is not None, st
+assert s['settings'][1]['effect']['memory_per_session']['diff'] is not None
+assert s['ratio']['ratio'] > 0, s['ratio']
+lines = open(os.path.join(d, 'runs.csv')).read().splitlines()
+assert len(lines) == 5, lines
+html = open(os.path.join(d, 'report.html'), encoding='utf-8').read()
+assert 'Figure 5' in html and '<svg' in html
+print('%d runs, ratio %.3f' % (len(runs), s['ratio']['ratio']))
+PY
+); then
+    ok "throng-bench study: 2 settings x 2 repeats on fresh nodes, spread, effects, ratio: $out"
+else
+    fail "throng-bench study: ${out:-$(tail -20 "$WORK/study.log")}"
+fi
+[ "$(cat /proc/sys/net/ipv4/tcp_sack)" = "$sack0" ] && ok "throng-bench study put net.ipv4.tcp_sack back" ||
+    fail "throng-bench study left net.ipv4.tcp_sack at $(cat /proc/sys/net/ipv4/tcp_sack) (was $sack0)"
+m0=$(stat -c %Y "$WORK/study/runs/baseline-1/result.json" 2>/dev/null || echo none)
+if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --no-progress 2>&1) &&
+   echo "$out" | grep -q "4 of 4 runs already made" &&
+   [ "$(stat -c %Y "$WORK/study/runs/baseline-1/result.json")" = "$m0" ]; then
+    ok "throng-bench study resumes: the same command again makes no run twice"
+else
+    fail "throng-bench study resume: $out"
+fi
+sed 's/^rate: 100/rate: 50/' "$WORK/study.yml" > "$WORK/study2.yml"
+if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study2.yml" --out "$WORK/study" --no-progress 2>&1); then
+    fail "throng-bench study mixed two designs in one directory"
+else
+    case "$out" in *"another design"*) ok "throng-bench study refuses another design in the same directory";;
+                   *) fail "throng-bench study, another design: $out";; esac
+fi
+
 echo
 if [ $fails -ne 0 ]; then echo "e2e: $fails failure(s)"; exit 1; fi
 echo "e2e: all passed"

@@ -60,6 +60,7 @@ usage() ->
 
 command("xmpp", Opts) -> exit_code(throng_bench_xmpp:run(progress(Opts)));
 command("compare", Opts) -> throng_bench_compare:run(progress(Opts));
+command("study", Opts) -> throng_bench_study:run(progress(Opts));
 command(Mode, Opts) when Mode =:= "echo"; Mode =:= "flow" ->
     M = list_to_atom(Mode),
     Opts1 = Opts#{nodelay => not maps:get(no_nodelay, Opts, false)},

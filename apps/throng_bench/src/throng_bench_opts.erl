@@ -18,6 +18,7 @@ commands() ->
      {"flow", "TCP one-way throughput to a discarding sink, message size doubling"},
      {"http", "short-lived HTTP/1.1 connections, one request per connection"},
      {"compare", "one xmpp scenario against several servers, one after another"},
+     {"study", "the Erlang'07 factor study: a fresh node per setting, ramped to its limit"},
      {"echo-server", "run the built-in echo and sink servers"},
      {"http-server", "run the built-in HTTP server (backlog and accept delay settable)"},
      {"worker", "run a worker node that a controller on another host drives"},
@@ -107,6 +108,14 @@ spec("compare") ->
      {"ready-timeout", ready_timeout, duration, 60000, "wait this long for the port to open"},
      {"settle", settle, duration, 2000, "pause between the port opening and the run"}]
         ++ [O || O = {N, _, _, _, _} <- ?XMPP_OPTS, N =/= "server-pid"];
+spec("study") ->
+    [{"design", design, string, "paper", "built-in design (paper, smoke) or a YAML file"},
+     {"out", out, string, undefined,
+      "results directory (default: study-NAME); the same --out again resumes the study"},
+     {"only", only, string, undefined, "run only these settings, e.g. baseline,sack_off"},
+     {"repeats", repeats, pos_int, undefined, "repeats of every setting (default: the design's)"},
+     {"no-ratio", no_ratio, flag, false, "skip the routed-messages vs TCP echo measurement"},
+     {"no-progress", no_progress, flag, false, "no live progress line on stderr"}];
 spec("echo") -> ?ECHO_OPTS;
 spec("flow") -> ?ECHO_OPTS;
 spec("http") -> ?HTTP_OPTS;

@@ -19,7 +19,13 @@
 %% @doc Spec: job (module), config (map sent to workers), workers, deadline
 %% and grace (ms), kind (module with summary/3 and progress/3), header (map
 %% for the summary), out (dir or undefined), server_pid (an OS pid, or a
-%% list of them: the nodes of a cluster), progress (bool).
+%% list of them: the nodes of a cluster), progress (bool), and optionally
+%% stop_rule: `fun(Row, Rows) -> continue | {stop, Reason, Detail}', asked
+%% after every row while the run is running (Rows: the rows so far, newest
+%% first); a stop ends the arrivals as the deadline does, and the summary
+%% says why under `stop' (`throng-bench study' ramps until a limit).
+%% A job that finishes on its own first ends with `stop' null.
+%% print_summary (default true): print the summary's lines at the end.
 -spec run(map()) -> {complete | stopped | aborted, map()}.
 run(Spec) ->
     Old = process_flag(trap_exit, true),
@@ -74,7 +80,19 @@ loop(Tick, S = #{t0 := T0}) ->
     Done = Statuses =/= [] andalso lists:all(fun(#{done := D}) -> D end, Statuses),
     Now = Tick * 1000,
     #{deadline := Deadline, grace := Grace, phase := Phase} = S2,
+    Stop = case {Phase, maps:get(stop_rule, S2, undefined)} of
+               {running, Rule} when is_function(Rule, 2), not Done ->
+                   [Row | _] = Rows = maps:get(rows, S2),
+                   Rule(Row, Rows);
+               _ -> continue
+           end,
     if
+        Stop =/= continue ->
+            {stop, Reason, Detail} = Stop,
+            call_all(S2, stop_job),
+            loop(Tick + 1, S2#{phase => stopping,
+                               stop => #{reason => Reason, detail => Detail,
+                                         at_s => maps:get(t, hd(maps:get(rows, S2)))}});
         Done, Phase =:= running -> finish(complete, null, S2);
         Done -> finish(stopped, null, S2);
         Phase =:= running, Now >= Deadline ->
@@ -183,7 +201,8 @@ record(Tick, Merged, {Now, Server}, S = #{prev := Prev, prev_t := PrevT, t0 := T
 row(T, Prev = #{counters := P, hists := PH}, Cur = #{counters := C, hists := CH, memory := Mem},
     Dt, {SPs, SNows}, LoadRss) ->
     Nodes = [#{rss => case SNow of #{rss := R} -> R; _ -> undefined end,
-               cpu => throng_proc_sample:cpu_percent(SP, SNow)}
+               cpu => throng_proc_sample:cpu_percent(SP, SNow),
+               sys => throng_proc_sample:sys_percent(SP, SNow)}
              || {SP, SNow} <- lists:zip(SPs, SNows)],
     Sum = fun(K) -> case [V || #{K := V} <- Nodes, is_number(V)] of
                         [] -> undefined;
@@ -191,7 +210,7 @@ row(T, Prev = #{counters := P, hists := PH}, Cur = #{counters := C, hists := CH,
                     end
           end,
     PerNode = case Nodes of
-                  [_, _ | _] -> #{server_nodes => Nodes};
+                  [_, _ | _] -> #{server_nodes => [maps:without([sys], Nd) || Nd <- Nodes]};
                   _ -> #{}
               end,
     PerTarget = case {maps:get(targets, Cur, []), maps:get(targets, Prev, [])} of
@@ -203,7 +222,8 @@ row(T, Prev = #{counters := P, hists := PH}, Cur = #{counters := C, hists := CH,
                     _ -> #{}
                 end,
     maps:merge(maps:merge(PerNode, PerTarget),
-               row1(T, P, PH, C, CH, Mem, Dt, LoadRss, Sum(rss), Sum(cpu))).
+               (row1(T, P, PH, C, CH, Mem, Dt, LoadRss, Sum(rss), Sum(cpu)))#{
+                 server_sys_pct => Sum(sys)}).
 
 %% A shorter list of per-target counters (a VM that has not started its
 %% job yet) is read as zeros.
@@ -285,7 +305,7 @@ finish(Status, Error, S = #{workers := Workers}) ->
         none -> ok;
         NodesCsv -> throng_bench_out:close_timeseries(NodesCsv)
     end,
-    throng_bench_summary:print(Summary),
+    maps:get(print_summary, S, true) andalso throng_bench_summary:print(Summary),
     throng_bench_worker:stop(Workers),
     {Status, Summary}.
 
@@ -301,6 +321,7 @@ write(Status, Error, S = #{kind := Kind, header := H, rows := Rows, started_at :
                                                        maps:get(loadgen_mem0, Base)),
                               loadgen_rss0 => maps:get(loadgen_rss0, Base),
                               workers => length(maps:get(workers, S)),
+                              stop => maps:get(stop, S, null),
                               job_status => maps:get(peak_statuses, S, []),
                               lost_workers => length(maps:get(lost, S))}),
     case maps:get(out, S, undefined) of

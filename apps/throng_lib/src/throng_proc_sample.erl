@@ -8,11 +8,13 @@
 %% report; likewise the page size (AT_PAGESZ). Both are read once per VM.
 -module(throng_proc_sample).
 
--export([sample/1, cpu_seconds/1, cpu_percent/2, clock_ticks/0, page_size/0, alive/1]).
+-export([sample/1, cpu_seconds/1, cpu_percent/2, sys_percent/2, clock_ticks/0, page_size/0,
+         alive/1]).
 
 -type os_pid() :: non_neg_integer().
 -type sample() :: #{rss := non_neg_integer(),       %% bytes (VmRSS)
                     cpu_ticks := non_neg_integer(), %% utime + stime, clock ticks
+                    sys_ticks := non_neg_integer(), %% stime (in the kernel), clock ticks
                     t := integer()}.                %% monotonic ms
 -export_type([os_pid/0, sample/0]).
 
@@ -30,7 +32,8 @@ sample(Pid) ->
         {{ok, Stat}, {ok, Status}} ->
             try {throng_proc:stat(Stat), throng_proc:status(Status, [<<"VmRSS">>])} of
                 {#{utime := U, stime := S}, #{<<"VmRSS">> := Rss}} ->
-                    #{rss => Rss, cpu_ticks => U + S, t => erlang:monotonic_time(millisecond)};
+                    #{rss => Rss, cpu_ticks => U + S, sys_ticks => S,
+                      t => erlang:monotonic_time(millisecond)};
                 _ ->
                     undefined   %% a kernel thread: no VmRSS
             catch error:_ ->
@@ -50,6 +53,15 @@ cpu_seconds(#{cpu_ticks := T}) ->
 cpu_percent(#{t := T0} = S0, #{t := T1} = S1) when T1 > T0 ->
     (cpu_seconds(S1) - cpu_seconds(S0)) / ((T1 - T0) / 1000) * 100;
 cpu_percent(_, _) ->
+    undefined.
+
+%% @doc CPU time spent in the kernel (system time) between two samples, in
+%% percent of one core: the part of cpu_percent/2 that is system calls,
+%% interrupts on the process's behalf and page faults.
+-spec sys_percent(sample() | undefined, sample() | undefined) -> float() | undefined.
+sys_percent(#{t := T0, sys_ticks := S0}, #{t := T1, sys_ticks := S1}) when T1 > T0 ->
+    (S1 - S0) / clock_ticks() / ((T1 - T0) / 1000) * 100;
+sys_percent(_, _) ->
     undefined.
 
 %% @doc Clock ticks per second of /proc's CPU times (USER_HZ; 100 when the

@@ -21,7 +21,7 @@ csv_columns() ->
             || T <- throng_bench_metrics:error_types()]
         ++ [connect_p99_ms, login_p50_ms, login_p99_ms, delivery_p50_ms, delivery_p99_ms,
             response_p50_ms, response_p99_ms, loadgen_mem_bytes, loadgen_rss_bytes,
-            server_rss_bytes, server_cpu_pct].
+            server_rss_bytes, server_cpu_pct, server_sys_pct].
 
 %% @doc Create DIR/timeseries.csv with its header (no-op without a DIR).
 -spec open_timeseries(file:filename() | undefined) -> csv().

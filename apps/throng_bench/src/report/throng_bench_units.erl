@@ -1,10 +1,11 @@
-%% @doc Parsing and printing of durations, sizes, rates and addresses.
+%% @doc Parsing and printing of durations, sizes, rates and addresses, and
+%% the reading of YAML documents.
 -module(throng_bench_units).
 
 -export([parse_duration/1, parse_size/1, parse_number/1, parse_ip/1, parse_ip_range/1,
          parse_host_port/2,
          format_ms/1, format_us/1, format_bytes/1, format_rate/1, format_num/1,
-         to_bin/1]).
+         to_bin/1, yaml_document/2]).
 
 %% @doc A duration in milliseconds: "250ms", "30s", "2m", "1h", "1.5s", or a
 %% plain number of seconds ("30", 30, 0.5).
@@ -191,3 +192,18 @@ to_bin(A) when is_atom(A) -> atom_to_binary(A);
 to_bin(I) when is_integer(I) -> integer_to_binary(I);
 to_bin(L) when is_list(L) -> unicode:characters_to_binary(L);
 to_bin(T) -> iolist_to_binary(io_lib:format("~0tp", [T])).
+
+%% @doc The one YAML document of a text (a scenario, a study design), or a
+%% message that starts with Label and says what is wrong with the text.
+-spec yaml_document(binary(), binary()) -> {ok, term()} | {error, binary()}.
+yaml_document(Bin, Label) ->
+    case catch fast_yaml:decode(Bin) of
+        {ok, [Doc]} -> {ok, Doc};
+        {ok, []} -> {error, <<Label/binary, ": the file is empty">>};
+        {ok, _} -> {error, <<Label/binary, ": expected one YAML document, found several">>};
+        {error, {_, Text, Line, Col}} ->
+            {error, iolist_to_binary(io_lib:format("~ts: YAML syntax error at line ~b, column ~b: ~ts",
+                                                   [Label, Line + 1, Col + 1, Text]))};
+        Other ->
+            {error, iolist_to_binary(io_lib:format("~ts: cannot parse YAML: ~0tp", [Label, Other]))}
+    end.

@@ -122,21 +122,15 @@ builtin_names() -> [<<"paper">>, <<"smoke">>].
 %% @doc Parse and validate YAML text. Label names the source in messages.
 -spec parse(binary(), binary()) -> {ok, scenario()} | {error, binary()}.
 parse(Bin, Label) ->
-    case catch fast_yaml:decode(Bin) of
-        {ok, [Doc]} ->
+    case throng_bench_units:yaml_document(Bin, Label) of
+        {ok, Doc} ->
             try
                 {ok, validate(field_map(Doc, ?TOP_FIELDS, []))}
             catch
                 throw:{scenario_error, Path, Msg} ->
                     {error, iolist_to_binary([Label, ": ", format_error({Path, Msg})])}
             end;
-        {ok, []} -> {error, <<Label/binary, ": the file is empty">>};
-        {ok, _} -> {error, <<Label/binary, ": expected one YAML document, found several">>};
-        {error, {_, Text, Line, Col}} ->
-            {error, iolist_to_binary(io_lib:format("~ts: YAML syntax error at line ~b, column ~b: ~ts",
-                                                   [Label, Line + 1, Col + 1, Text]))};
-        Other ->
-            {error, iolist_to_binary(io_lib:format("~ts: cannot parse YAML: ~0tp", [Label, Other]))}
+        {error, _} = E -> E
     end.
 
 %% @doc "key a.b[2].c: message".

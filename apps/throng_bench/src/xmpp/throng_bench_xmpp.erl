@@ -242,6 +242,8 @@ go(Scenario, Header, Opts, Plan) ->
                                                      server_pids => ServerPids},
                                    out => maps:get(out, Opts, undefined),
                                    server_pid => ServerPids,
+                                   stop_rule => maps:get(stop_rule, Opts, undefined),
+                                   print_summary => maps:get(print_summary, Opts, true),
                                    progress => maps:get(progress, Opts, true)})
     end.
 

@@ -1,0 +1,582 @@
+%% @doc `throng-bench study': the Erlang'07 factor study, regenerated.
+%%
+%% For every run of a design (throng_bench_study_design: settings ×
+%% repeats, interleaved) the study
+%%   1. sets the setting's sysctls (net.* only; the old values are put back
+%%      after the run, whatever happens),
+%%   2. starts a fresh Throng node with the setting (bench/bench_throng.sh:
+%%      its own data directory, the design's population registered with
+%%      `neighbours' rosters; ERL_FLAGS carries the runtime flags,
+%%      THRONG_LISTEN_EXTRA / THRONG_CONFIG_EXTRA the configuration),
+%%   3. ramps Poisson arrivals of the design's scenario (the paper mix) at
+%%      the design's rate, with sessions that outlast the ramp, until the
+%%      stop rule (throng_bench_study_stop) names a limit,
+%%   4. stops the node and records the run in OUT/runs/ID/result.json next
+%%      to the xmpp run's own summary.json, timeseries.csv and report.html,
+%%   5. rewrites OUT/summary.json, OUT/runs.csv and OUT/report.html.
+%% A run whose result.json exists is not made again: running the same
+%% command again resumes an interrupted study. After the runs, the ratio of
+%% routed chat messages to raw TCP echo round trips (same concurrency, same
+%% message size) is measured once (OUT/ratio/).
+-module(throng_bench_study).
+
+-export([run/1, run_result/4, read_csv/1]).
+%% API used by tests: a run's figures from its files.
+-ignore_xref([{run_result, 4}, {read_csv, 1}]).
+
+-define(START_TIMEOUT, 600000).
+-define(PORT_FREE_TIMEOUT, 60000).
+
+%% @doc Run (or resume) a study; returns the exit status: 0 every run
+%% completed, 1 some runs failed, 3 none could be made.
+-spec run(map()) -> 0 | 1 | 3.
+run(Opts) ->
+    %% the tables print ± and the design's texts may hold any character
+    _ = io:setopts(standard_io, [{encoding, unicode}]),
+    _ = io:setopts(standard_error, [{encoding, unicode}]),
+    Design0 = case throng_bench_study_design:load(maps:get(design, Opts, "paper")) of
+                  {ok, D} -> D;
+                  {error, Msg} -> throw({usage, Msg})
+              end,
+    Design = restrict(Design0, Opts),
+    Out = maps:get(out, Opts, "study-" ++ binary_to_list(maps:get(name, Design))),
+    ok = filelib:ensure_dir(filename:join(Out, "x")),
+    check_resumable(Out, Design),
+    preflight(Design),
+    Runs = throng_bench_study_design:runs(Design),
+    Done0 = [Id || {S, R} <- Runs, Id <- [throng_bench_study_design:run_id(S, R)],
+                   filelib:is_regular(result_file(Out, Id))],
+    case Done0 of
+        [] -> ok;
+        _ -> io:format(standard_error, "study ~ts: resuming in ~ts: ~b of ~b runs already made~n",
+                       [maps:get(name, Design), Out, length(Done0), length(Runs)])
+    end,
+    T0 = erlang:monotonic_time(second),
+    Todo = [{I, S, R} || {I, {S, R}} <- lists:enumerate(Runs),
+                         not lists:member(throng_bench_study_design:run_id(S, R), Done0)],
+    lists:foreach(fun({K, {I, S, R}}) ->
+                          announce(Design, I, length(Runs), K, length(Todo), S, R, T0),
+                          one(Design, S, R, I, Out, Opts),
+                          throng_bench_study_report:write(Out, Design)
+                  end, lists:enumerate(Todo)),
+    Ratio = case {maps:get(ratio, Design), maps:get(no_ratio, Opts, false)} of
+                {false, _} -> skipped;
+                {_, true} -> skipped;
+                {R, false} -> ratio(Design, R, Out, Opts)
+            end,
+    Summary = throng_bench_study_report:write(Out, Design),
+    io:format("~ts", [throng_bench_study_report:text(Summary)]),
+    io:format("results in ~ts/ (report.html, summary.json, runs.csv)~n", [Out]),
+    #{runs := Results} = Summary,
+    Failed = [X || X = #{ok := false} <- Results],
+    if
+        Results =:= [] -> 3;
+        length(Failed) =:= length(Results) -> 3;
+        Failed =/= []; Ratio =:= failed -> 1;
+        true -> 0
+    end.
+
+%% --only NAME,... and --repeats N narrow a design without editing it.
+restrict(D = #{settings := Ss}, Opts) ->
+    D1 = case maps:get(only, Opts, undefined) of
+             undefined -> D;
+             Names0 ->
+                 Names = [list_to_binary(N) || N <- string:lexemes(Names0, ",")],
+                 case Names -- [N || #{name := N} <- Ss] of
+                     [] -> D#{settings => [S || S = #{name := N} <- Ss, lists:member(N, Names)]};
+                     [U | _] -> throw({usage, io_lib:format("option --only: the design has no setting \"~ts\"",
+                                                            [U])})
+                 end
+         end,
+    case maps:get(repeats, Opts, undefined) of
+        undefined -> D1;
+        R -> D1#{repeats => R}
+    end.
+
+%% A study directory belongs to one design: resuming with a design that
+%% measures differently would mix incomparable runs.
+check_resumable(Out, Design) ->
+    File = filename:join(Out, "study.json"),
+    Fp = throng_bench_study_design:fingerprint(Design),
+    case file:read_file(File) of
+        {ok, Bin} ->
+            case catch jiffy:decode(Bin, [return_maps]) of
+                #{<<"fingerprint">> := Fp} -> ok;
+                #{<<"fingerprint">> := _} ->
+                    throw({usage, io_lib:format("~ts holds a study of another design (or of this one with "
+                                                "other settings): give another --out", [Out])});
+                _ -> throw({usage, io_lib:format("~ts: unreadable; give another --out", [File])})
+            end;
+        {error, enoent} -> ok
+    end,
+    ok = file:write_file(File, throng_bench_out:encode_json(
+                                 #{fingerprint => Fp, design => printable(Design)})).
+
+printable(Design) ->
+    Design#{settings => [S#{listen => maps:from_list(L), sysctl => maps:from_list(Y)}
+                         || S = #{listen := L, sysctl := Y} <- maps:get(settings, Design)]}.
+
+%% Everything that can be known to fail before hours of runs.
+preflight(Design = #{settings := Ss, port := Port}) ->
+    {Start, _} = commands(Design),
+    case Start of
+        default ->
+            filelib:is_regular(default_script()) orelse
+                throw({fatal, io_lib:format("~ts not found: run the study from a Throng checkout "
+                                            "(bin/throng-bench) or give server.start",
+                                            [default_script()])}),
+            filelib:is_regular(filename:join([root(), "_build", "default", "rel", "throng",
+                                              "bin", "throng"]))
+                orelse throw({fatal, "the Throng release is not built: run make release"});
+        _ -> ok
+    end,
+    lists:foreach(fun(#{name := N, sysctl := Sys}) ->
+                          [case writable(K) of
+                               ok -> ok;
+                               {error, Why} ->
+                                   throw({fatal, io_lib:format("setting ~ts: cannot set ~ts: ~ts",
+                                                               [N, K, Why])})
+                           end || {K, _} <- Sys]
+                  end, Ss),
+    port_free(Port) orelse
+        throw({fatal, io_lib:format("port ~b is in use: stop what listens there or set port", [Port])}),
+    ok.
+
+announce(#{name := DName}, I, Total, K, Todo, #{name := N, table := Tb}, R, T0) ->
+    Elapsed = erlang:monotonic_time(second) - T0,
+    Eta = case K of
+              1 -> "";
+              _ -> io_lib:format(", about ~ts left",
+                                 [throng_bench_units:format_ms(Elapsed / (K - 1) * (Todo - K + 1) * 1000)])
+          end,
+    io:format(standard_error, "~n== study ~ts: run ~b/~b: ~ts, repeat ~b (~ts); ~ts elapsed~ts~n",
+              [DName, I, Total, N, R, Tb, throng_bench_units:format_ms(Elapsed * 1000), Eta]).
+
+%%% One run
+
+one(Design, Setting, Rep, Index, Out, Opts) ->
+    Id = throng_bench_study_design:run_id(Setting, Rep),
+    Dir = filename:join([Out, "runs", binary_to_list(Id)]),
+    _ = file:del_dir_r(Dir),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    Work = filename:join(["/tmp", "throng-study-" ++ os:getpid(), binary_to_list(Id)]),
+    Started = erlang:system_time(second),
+    Result = with_sysctls(maps:get(sysctl, Setting), fun() -> measure(Design, Setting, Index, Dir, Work, Opts) end),
+    _ = file:del_dir_r(Work),
+    Final = Result#{id => Id, setting => maps:get(name, Setting), repeat => Rep,
+                    table => maps:get(table, Setting), started_at => Started},
+    ok = file:write_file(result_file(Out, Id), throng_bench_out:encode_json(Final)),
+    case Final of
+        #{ok := true} ->
+            io:format(standard_error, "== ~ts: ~b sessions (stopped by ~ts: ~ts), ~ts per session~n",
+                      [Id, maps:get(peak_sessions, Final), maps:get(stop_reason, Final),
+                       maps:get(stop_detail, Final),
+                       throng_bench_units:format_bytes(maps:get(memory_per_session, Final))]);
+        #{error := E} ->
+            io:format(standard_error, "== ~ts failed: ~ts~n", [Id, E])
+    end.
+
+measure(Design, Setting, Index, Dir, Work, Opts) ->
+    #{port := Port, population := Pop, rate := Rate} = Design,
+    case start_server(Design, Setting, Work, Dir) of
+        {error, Why} -> #{ok => false, error => Why};
+        {ok, Pid} ->
+            try
+                Rss0 = case throng_proc_sample:sample(Pid) of
+                           #{rss := R0} -> R0;
+                           undefined -> undefined
+                       end,
+                Ramp = Pop / Rate * 1000,
+                FdLimit = server_fd_limit(Pid),
+                Rule = stop_rule(maps:get(stop, Design), Pid, FdLimit, Pop),
+                XOpts = #{scenario => binary_to_list(maps:get(scenario, Design)),
+                          port => Port, users => Pop, rate => Rate,
+                          contact_count => maps:get(contacts, Design),
+                          tls => maps:get(tls, Setting),
+                          length => round(2 * Ramp) + 60000,
+                          duration => round(1.5 * Ramp) + 60000,
+                          server_pid => [Pid], out => Dir,
+                          seed => maps:get(seed, Design) + Index,
+                          progress => maps:get(progress, Opts, true),
+                          print_summary => false,
+                          stop_rule => Rule},
+                {Status, Summary} = try throng_bench_xmpp:run(XOpts)
+                                    catch throw:{_, M} -> {aborted, #{error => iolist_to_binary(M)}}
+                                    end,
+                run_result(Status, Summary, read_csv(filename:join(Dir, "timeseries.csv")),
+                           #{rss0 => Rss0, fd_limit => FdLimit})
+            after
+                stop_server(Design, Work, Dir)
+            end
+    end.
+
+stop_rule(Rules, Pid, FdLimit, Pop) ->
+    fun(Row, Rows) ->
+            Sessions = maps:get(sessions, Row, 0),
+            %% listing /proc/PID/fd costs a few ms at 20,000 entries: only
+            %% once the sessions are past half the limit
+            Fds = case is_integer(FdLimit) andalso Sessions >= FdLimit div 2 of
+                      true -> length(element(2, file:list_dir("/proc/" ++ integer_to_list(Pid) ++ "/fd")));
+                      false -> 0
+                  end,
+            throng_bench_study_stop:check(Rules, Rows,
+                                          #{fds => Fds, fd_limit => FdLimit,
+                                            launched_all => maps:get(users_launched, Row, 0) >= Pop})
+    end.
+
+server_fd_limit(Pid) ->
+    case file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/limits") of
+        {ok, Bin} -> throng_bench_xmpp:fd_limit(Bin);
+        {error, _} -> infinity
+    end.
+
+%% @doc A run's figures from the xmpp run's status and summary, its rows
+%% (timeseries.csv, oldest first) and the study's own samples (rss0: the
+%% server's RSS before the first user; fd_limit).
+%%   peak_sessions       the most sessions held at once
+%%   memory_per_session  (server RSS at that moment - rss0) / peak_sessions
+%%   cpu_user_ms_per_login, cpu_sys_ms_per_login
+%%                       the server's CPU time from the start to the peak,
+%%                       user and system, divided by the logins made by then
+%%                       (it includes the traffic of the sessions held: the
+%%                       paper's measure of load)
+%%   delivery_p99_ms, login_p99_ms  over the whole run
+-spec run_result(atom(), map(), [map()], map()) -> map().
+run_result(aborted, Summary, _Rows, _Samples) ->
+    #{ok => false, status => aborted, error => maps:get(error, Summary, <<"aborted">>)};
+run_result(Status, Summary, Rows, #{rss0 := Rss0, fd_limit := FdLimit}) ->
+    Stop = case maps:get(stop, Summary, null) of
+               #{reason := R, detail := Dt} -> #{stop_reason => R, stop_detail => Dt};
+               _ -> #{stop_reason => <<"deadline">>,
+                      stop_detail => <<"the run's duration passed without a limit">>}
+           end,
+    case Rows of
+        [] -> #{ok => false, status => Status, error => <<"the run recorded no rows">>};
+        _ ->
+            Peak = lists:foldl(fun(R, Best) ->
+                                       case num(sessions, R) > num(sessions, Best) of
+                                           true -> R;
+                                           false -> Best
+                                       end
+                               end, hd(Rows), Rows),
+            PeakT = num(t, Peak),
+            Ramp = [R || R <- Rows, num(t, R) =< PeakT],
+            {Cpu, Sys} = cpu_seconds(Ramp),
+            Sessions = num(sessions, Peak),
+            Logins = num(users_logged_in, Peak),
+            PerLogin = fun(S) when Logins > 0 -> S * 1000 / Logins;
+                          (_) -> null
+                       end,
+            RssPeak = maps:get(server_rss_bytes, Peak, undefined),
+            Lat = maps:get(latency_ms, Summary, #{}),
+            P99 = fun(K) -> case maps:get(K, Lat, #{}) of
+                                #{p99 := V} -> V;
+                                _ -> null
+                            end
+                  end,
+            maps:merge(Stop,
+                       #{ok => Sessions > 0, status => Status,
+                         error => case Sessions > 0 of
+                                      true -> null;
+                                      false -> <<"no session was ever held">>
+                                  end,
+                         peak_sessions => round(Sessions), peak_at_s => PeakT,
+                         memory_per_session =>
+                             case is_number(RssPeak) andalso is_number(Rss0) andalso Sessions > 0 of
+                                 true -> (RssPeak - Rss0) / Sessions;
+                                 false -> null
+                             end,
+                         server_rss0 => null_if_undefined(Rss0),
+                         server_rss_peak => null_if_undefined(RssPeak),
+                         fd_limit => case FdLimit of infinity -> null; L -> L end,
+                         logins => round(Logins),
+                         cpu_user_ms_per_login => PerLogin(Cpu - Sys),
+                         cpu_sys_ms_per_login => PerLogin(Sys),
+                         delivery_p99_ms => P99(delivery),
+                         login_p99_ms => P99(login),
+                         errors => maps:get(total, maps:get(errors, Summary, #{}), 0),
+                         messages_lost => maps:get(lost, maps:get(messages, Summary, #{}), 0),
+                         series => series(Rows)})
+    end.
+
+%% The server's CPU seconds (all, system) over rows: each row's percent
+%% covers the time since the previous row.
+cpu_seconds(Rows) ->
+    {_, C, S} = lists:foldl(
+                  fun(R, {PrevT, C, S}) ->
+                          T = num(t, R),
+                          Dt = T - PrevT,
+                          {T, C + num(server_cpu_pct, R) / 100 * Dt,
+                           S + num(server_sys_pct, R) / 100 * Dt}
+                  end, {0, 0.0, 0.0}, Rows),
+    {C, S}.
+
+%% Sessions and CPU over time for the charts, at most ~150 points.
+series(Rows) ->
+    Step = max(1, length(Rows) div 150),
+    Pick = [R || {I, R} <- lists:enumerate(0, Rows), I rem Step =:= 0],
+    [[num(t, R), num(sessions, R), num(server_cpu_pct, R), num(server_sys_pct, R)] || R <- Pick].
+
+num(K, R) ->
+    case maps:get(K, R, 0) of
+        V when is_number(V) -> V;
+        _ -> 0
+    end.
+
+null_if_undefined(undefined) -> null;
+null_if_undefined(V) -> V.
+
+%% @doc A CSV file with a header line as maps of column name => number
+%% (empty and non-numeric cells are left out).
+-spec read_csv(file:filename()) -> [map()].
+read_csv(File) ->
+    case file:read_file(File) of
+        {ok, Bin} ->
+            case binary:split(Bin, <<"\n">>, [global, trim_all]) of
+                [] -> [];
+                [Head | Lines] ->
+                    Cols = [binary_to_atom(C) || C <- binary:split(Head, <<",">>, [global])],
+                    [maps:from_list([{C, V} || {C, Cell} <- lists:zip(Cols, pad(Cells, length(Cols))),
+                                               {ok, V} <- [number(Cell)]])
+                     || L <- Lines, Cells <- [binary:split(L, <<",">>, [global])]]
+            end;
+        {error, _} -> []
+    end.
+
+pad(L, N) when length(L) >= N -> lists:sublist(L, N);
+pad(L, N) -> L ++ lists:duplicate(N - length(L), <<>>).
+
+number(<<>>) -> error;
+number(B) ->
+    try {ok, binary_to_integer(B)}
+    catch error:badarg ->
+            try {ok, binary_to_float(B)}
+            catch error:badarg -> error
+            end
+    end.
+
+%%% The server
+
+commands(#{start := Start, stop_cmd := Stop}) -> {Start, Stop}.
+
+root() ->
+    case os:getenv("THRONG_BENCH_ROOT") of
+        R when is_list(R), R =/= "" -> R;
+        _ -> filename:dirname(filename:dirname(filename:dirname(filename:dirname(
+                                                                  code:lib_dir(throng_bench)))))
+    end.
+
+default_script() -> filename:join([root(), "bench", "bench_throng.sh"]).
+
+expand(Cmd, Design, Work) ->
+    Vars = [{"{dir}", Work}, {"{port}", integer_to_list(maps:get(port, Design))},
+            {"{users}", integer_to_list(maps:get(population, Design))},
+            {"{contacts}", integer_to_list(maps:get(contacts, Design))},
+            {"{iterations}", integer_to_list(maps:get(iterations, Design))}],
+    lists:foldl(fun({K, V}, Acc) -> string:replace(Acc, K, V, all) end,
+                unicode:characters_to_list(Cmd), Vars).
+
+start_command(#{start := default}) ->
+    default_script() ++ " start {dir} {port} {users} {contacts} {iterations}";
+start_command(#{start := C}) -> C.
+
+stop_command(#{stop_cmd := default}) -> default_script() ++ " stop {dir}";
+stop_command(#{stop_cmd := C}) -> C.
+
+start_server(Design, Setting, Work, Dir) ->
+    ok = filelib:ensure_dir(filename:join(Work, "x")),
+    Cmd = expand(start_command(Design), Design, Work),
+    Env = [{"ERL_FLAGS", binary_to_list(maps:get(erl_flags, Setting))},
+           {"THRONG_LISTEN_EXTRA", binary_to_list(throng_bench_study_design:listen_yaml(Setting))},
+           {"THRONG_CONFIG_EXTRA", binary_to_list(maps:get(config, Setting))}],
+    Log = filename:join(Dir, "server-start.log"),
+    io:format(standard_error, "== starting the server: ~ts~n", [flat(Cmd)]),
+    case shell(Cmd ++ " 2>'" ++ Log ++ "'", Env, ?START_TIMEOUT) of
+        {0, Output} ->
+            Lines = string:lexemes(Output, "\n"),
+            case Lines =/= [] andalso string:to_integer(string:trim(lists:last(Lines))) of
+                {Pid, []} when is_integer(Pid) ->
+                    case wait_port(maps:get(port, Design), true, 30000) of
+                        true -> {ok, Pid};
+                        false -> {error, <<"the server did not open its port (see server-start.log)">>}
+                    end;
+                _ -> {error, <<"the start command did not print the server's pid last">>}
+            end;
+        {Code, _} ->
+            {error, iolist_to_binary(io_lib:format("the start command exited with status ~p "
+                                                   "(see ~ts)", [Code, Log]))}
+    end.
+
+stop_server(Design, Work, Dir) ->
+    Cmd = expand(stop_command(Design), Design, Work),
+    _ = shell(Cmd ++ " 2>>'" ++ filename:join(Dir, "server-start.log") ++ "'", [], 120000),
+    wait_port(maps:get(port, Design), false, ?PORT_FREE_TIMEOUT) orelse
+        io:format(standard_error, "throng-bench: port ~b still in use after the server's stop~n",
+                  [maps:get(port, Design)]),
+    ok.
+
+flat(S) -> lists:flatten(S).
+
+%% Run a shell command; {ExitStatus | timeout, Stdout}.
+shell(Cmd, Env, Timeout) ->
+    P = open_port({spawn_executable, "/bin/sh"},
+                  [{args, ["-c", flat(Cmd)]}, {env, Env}, exit_status, binary, stream]),
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    collect(P, Deadline, []).
+
+collect(P, Deadline, Acc) ->
+    receive
+        {P, {data, D}} -> collect(P, Deadline, [Acc, D]);
+        {P, {exit_status, S}} -> {S, unicode:characters_to_list(iolist_to_binary(Acc))}
+    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
+            catch port_close(P),
+            {timeout, unicode:characters_to_list(iolist_to_binary(Acc))}
+    end.
+
+port_free(Port) -> not listening(Port).
+
+listening(Port) ->
+    case gen_tcp:connect("127.0.0.1", Port, [], 1000) of
+        {ok, S} -> gen_tcp:close(S), true;
+        {error, _} -> false
+    end.
+
+wait_port(Port, Want, Timeout) ->
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    wait_port1(Port, Want, Deadline).
+
+wait_port1(Port, Want, Deadline) ->
+    case listening(Port) =:= Want of
+        true -> true;
+        false ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> false;
+                false -> timer:sleep(250), wait_port1(Port, Want, Deadline)
+            end
+    end.
+
+%%% sysctl
+
+sysctl_path(Name) ->
+    "/proc/sys/" ++ string:replace(binary_to_list(Name), ".", "/", all).
+
+writable(Name) ->
+    Path = flat(sysctl_path(Name)),
+    case file:read_file(Path) of
+        {ok, Old} ->
+            case file:write_file(Path, Old) of
+                ok -> ok;
+                {error, R} -> {error, io_lib:format("~ts is not writable here (~s)", [Path, R])}
+            end;
+        {error, R} -> {error, io_lib:format("~ts cannot be read (~s)", [Path, R])}
+    end.
+
+%% Set the sysctls, run F, and put the old values back whatever F does.
+with_sysctls([], F) -> F();
+with_sysctls(Sys, F) ->
+    Old = [{K, element(2, {ok, _} = file:read_file(flat(sysctl_path(K))))} || {K, _} <- Sys],
+    try
+        [ok = file:write_file(flat(sysctl_path(K)), V) || {K, V} <- Sys],
+        F()
+    after
+        [file:write_file(flat(sysctl_path(K)), V) || {K, V} <- Old]
+    end.
+
+result_file(Out, Id) -> filename:join([Out, "runs", Id, "result.json"]).
+
+%%% The ratio of routed messages to echo round trips
+
+ratio(Design, R = #{users := Users, size := Size, think_ms := Think, duration_ms := Dur}, Out, Opts) ->
+    Dir = filename:join(Out, "ratio"),
+    File = filename:join(Dir, "result.json"),
+    case filelib:is_regular(File) of
+        true -> done;
+        false ->
+            io:format(standard_error, "~n== study ~ts: routed messages vs TCP echo, ~b connections, "
+                      "~b-byte messages~n", [maps:get(name, Design), Users, Size]),
+            ok = filelib:ensure_dir(filename:join(Dir, "x")),
+            Scenario = filename:join(Dir, "chat.yml"),
+            ok = file:write_file(Scenario, chat_scenario(Design, R)),
+            Baseline = hd(maps:get(settings, Design)),
+            Chat = with_sysctls(maps:get(sysctl, Baseline),
+                                fun() -> chat(Design#{population => Users}, Baseline, Scenario,
+                                              filename:join(Dir, "chat"), Opts, Think, Dur) end),
+            Echo = echo(Users, Size, Dir),
+            Result = #{users => Users, size => Size, think_ms => Think, chat => Chat, echo => Echo,
+                       ratio => case {Chat, Echo} of
+                                    {#{msgs_per_s := M}, #{round_trips_per_s := E}} when E > 0 -> M / E;
+                                    _ -> null
+                                end},
+            ok = file:write_file(File, throng_bench_out:encode_json(Result)),
+            case Result of
+                #{ratio := null} -> failed;
+                _ -> done
+            end
+    end.
+
+chat_scenario(#{port := Port, contacts := Contacts}, #{users := Users, size := Size, think_ms := Think,
+                                                       duration_ms := Dur}) ->
+    io_lib:format(
+      "# Written by throng-bench study: every user chats without pause\n"
+      "# (one message every ~b ms to an online contact): the server's routing\n"
+      "# throughput, to compare with raw TCP echo round trips.\n"
+      "name: study-ratio-chat\n"
+      "server: {host: 127.0.0.1, port: ~b, domain: localhost}\n"
+      "users: {name: \"user%N\", password: \"password\", contact_count: ~b}\n"
+      "arrival:\n  - rate: 1000\n    max_users: ~b\n    distribution: constant\n"
+      "length: ~bms\nkeepalive: 60s\n"
+      "sessions:\n  - name: active\n    probability: 1\n    presence: true\n    roster: false\n"
+      "    chat:\n      think: {constant: ~bms}\n      first_after: 5s\n      size: ~b\n",
+      [Think, Port, Contacts, Users, Dur + (Users div 1000 + 1) * 1000 + 5000, Think, Size]).
+
+%% The chat side: a fresh baseline node, every user chatting; msgs/s is the
+%% median per-second delivery rate while every user is in (the ramp and
+%% the end left out).
+chat(Design, Baseline, Scenario, Dir, Opts, _Think, _Dur) ->
+    Work = filename:join(["/tmp", "throng-study-" ++ os:getpid(), "ratio"]),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    Result =
+        case start_server(Design, Baseline, Work, Dir) of
+            {error, Why} -> #{error => Why};
+            {ok, Pid} ->
+                try
+                    {_, Summary} = throng_bench_xmpp:run(#{scenario => Scenario, server_pid => [Pid],
+                                                           out => Dir, print_summary => false,
+                                                           progress => maps:get(progress, Opts, true)}),
+                    Rows = read_csv(filename:join(Dir, "timeseries.csv")),
+                    Users = maps:get(population, Design),
+                    Full = [R || R <- Rows, num(sessions, R) >= Users],
+                    Steady = case length(Full) > 6 of
+                                 true -> lists:sublist(Full, 6, length(Full) - 6);
+                                 false -> Full
+                             end,
+                    Rates = lists:sort([num(msgs_received_s, R) || R <- Steady]),
+                    Cpu = lists:sort([num(server_cpu_pct, R) || R <- Steady]),
+                    case Rates of
+                        [] -> #{error => <<"the users were never all in">>};
+                        _ -> #{msgs_per_s => median(Rates), server_cpu_pct => median(Cpu),
+                               seconds => length(Rates),
+                               lost => maps:get(lost, maps:get(messages, Summary, #{}), 0)}
+                    end
+                after
+                    stop_server(Design, Work, Dir)
+                end
+        end,
+    _ = file:del_dir_r(Work),
+    Result.
+
+%% The echo side: as many sockets, one message of the same size in flight
+%% on each, against the built-in echo server; about 200 round trips each.
+echo(Users, Size, Dir) ->
+    {_, #{rows := Rows}} = throng_bench_echo:run(echo, #{min_size => Size, max_size => Size,
+                                                        total => Users * 200 * Size,
+                                                        parallel => [Users],
+                                                        max_count => Users * 200,
+                                                        timeout => 30000, nodelay => true,
+                                                        out => filename:join(Dir, "echo")}),
+    case Rows of
+        [#{msgs_per_s := M} | _] -> #{round_trips_per_s => M};
+        [] -> #{error => <<"the echo test failed">>}
+    end.
+
+median(L) -> lists:nth((length(L) + 1) div 2, L).

@@ -1,0 +1,196 @@
+%% The pure parts of `throng-bench study': designs (validation, expansion,
+%% what a resume must match), the stop rule, the statistics, a run's figures
+%% from its rows, and the summary/CSV of a set of runs.
+-module(throng_bench_study_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-define(D, throng_bench_study_design).
+
+design(Yaml) ->
+    ?D:parse(iolist_to_binary(Yaml), <<"test">>).
+
+minimal() ->
+    "name: t\nsettings:\n  - name: a\n  - name: b\n    erl_flags: \"+IOt 2\"\n"
+    "    listen: {active_n: 1}\n    sysctl: {net.ipv4.tcp_sack: 0}\n".
+
+%%% Designs
+
+builtin_designs_load_test_() ->
+    [?_assertMatch({ok, #{settings := [_ | _]}}, ?D:load(N)) || N <- ?D:builtin_names()].
+
+paper_design_mirrors_every_table_test() ->
+    {ok, #{settings := Ss, repeats := R}} = ?D:load("paper"),
+    ?assert(R >= 3),
+    Tables = lists:usort([T || #{table := T} <- Ss]),
+    [?assert(lists:any(fun(T) -> binary:match(T, <<"Table ", (integer_to_binary(N))/binary>>) =/= nomatch end,
+                       Tables)) || N <- lists:seq(1, 6)].
+
+defaults_and_values_test() ->
+    {ok, D} = design(minimal()),
+    ?assertMatch(#{repeats := 3, population := 21000, rate := 200, scenario := <<"paper">>,
+                   stop := #{error_rate := 0.01, login_p99_ms := 2000, window_s := 5,
+                             memory := none, fd_margin := 100}}, D),
+    [A, B] = maps:get(settings, D),
+    ?assertMatch(#{name := <<"a">>, erl_flags := <<>>, listen := [], sysctl := [], tls := none}, A),
+    ?assertMatch(#{erl_flags := <<"+IOt 2">>, listen := [{<<"active_n">>, <<"1">>}],
+                   sysctl := [{<<"net.ipv4.tcp_sack">>, <<"0">>}]}, B),
+    ?assertEqual(<<"    active_n: 1\n">>, ?D:listen_yaml(B)).
+
+errors_name_the_key_test_() ->
+    Err = fun(Y) -> {error, M} = design(Y), M end,
+    [?_assertMatch(<<"test: key settings: expected", _/binary>>, Err("name: t\n")),
+     ?_assertMatch(<<"test: key settings[1].sysctl: only net.* keys", _/binary>>,
+                   Err("name: t\nsettings:\n  - name: a\n  - name: b\n    sysctl: {kernel.pid_max: 5}\n")),
+     ?_assertMatch(<<"test: key settings[0].colour: unknown key", _/binary>>,
+                   Err("name: t\nsettings:\n  - name: a\n    colour: red\n")),
+     ?_assertMatch(<<"test: key settings: two settings named a">>,
+                   Err("name: t\nsettings:\n  - name: a\n  - name: a\n")),
+     ?_assertMatch(<<"test: key settings[0].name: expected a name", _/binary>>,
+                   Err("name: t\nsettings:\n  - name: A b\n")),
+     ?_assertMatch(<<"test: key repeats: expected an integer", _/binary>>,
+                   Err("name: t\nrepeats: 0\nsettings:\n  - name: a\n")),
+     ?_assertMatch(<<"test: key stop.login_p99: expected a duration", _/binary>>,
+                   Err("name: t\nstop: {login_p99: soon}\nsettings:\n  - name: a\n")),
+     ?_assertMatch(<<"test: key settings[0].tls: expected none", _/binary>>,
+                   Err("name: t\nsettings:\n  - name: a\n    tls: yes please\n")),
+     ?_assertMatch(<<"test: YAML syntax error", _/binary>>, Err("name: [t\n"))].
+
+runs_are_interleaved_test() ->
+    {ok, D} = design("name: t\nrepeats: 2\nsettings:\n  - name: a\n  - name: b\n"),
+    ?assertEqual([<<"a-1">>, <<"b-1">>, <<"a-2">>, <<"b-2">>],
+                 [?D:run_id(S, R) || {S, R} <- ?D:runs(D)]).
+
+fingerprint_ignores_texts_and_repeats_test() ->
+    {ok, D} = design(minimal()),
+    {ok, D2} = design("name: other\nrepeats: 5\ndescription: x\n" ++ tl(lists:dropwhile(fun(C) -> C =/= $\n end, minimal()))),
+    {ok, D3} = design(minimal() ++ "rate: 50\n"),
+    ?assertEqual(?D:fingerprint(D), ?D:fingerprint(D2)),
+    ?assertNotEqual(?D:fingerprint(D), ?D:fingerprint(D3)).
+
+%%% The stop rule
+
+rules() ->
+    #{error_rate => 0.01, min_errors => 10, login_p99_ms => 2000, window_s => 3,
+      memory => 1000000, fd_margin => 100}.
+
+row(Extra) -> maps:merge(#{errors_s => 0, logins_s => 100, login_p99_ms => 10,
+                           server_rss_bytes => 500000, sessions => 10}, Extra).
+
+check(Rows, Facts) -> throng_bench_study_stop:check(rules(), Rows, Facts).
+
+stop_rule_test_() ->
+    Quiet = [row(#{}) || _ <- lists:seq(1, 5)],
+    [?_assertEqual(continue, check(Quiet, #{fds => 100, fd_limit => 20000})),
+     ?_assertMatch({stop, <<"descriptors">>, _}, check(Quiet, #{fds => 19900, fd_limit => 20000})),
+     ?_assertEqual(continue, check(Quiet, #{fds => 19899, fd_limit => 20000})),
+     ?_assertMatch({stop, <<"memory">>, _}, check([row(#{server_rss_bytes => 1000001}) | Quiet], #{})),
+     %% 30 errors against 270 logins in 3 s: 10% > 1%
+     ?_assertMatch({stop, <<"errors">>, _},
+                   check([row(#{errors_s => 10, logins_s => 90}) || _ <- lists:seq(1, 3)] ++ Quiet, #{})),
+     %% a high rate but fewer than min_errors: noise, not a limit
+     ?_assertEqual(continue, check([row(#{errors_s => 3, logins_s => 1}) | Quiet], #{})),
+     %% errors older than the window do not count
+     ?_assertEqual(continue, check(Quiet ++ [row(#{errors_s => 100})], #{})),
+     ?_assertMatch({stop, <<"login_p99">>, _},
+                   check([row(#{login_p99_ms => 2500}) || _ <- lists:seq(1, 3)] ++ Quiet, #{})),
+     %% one slow second is not a limit
+     ?_assertEqual(continue, check([row(#{login_p99_ms => 2500}), row(#{}), row(#{login_p99_ms => 2500})]
+                                   ++ Quiet, #{})),
+     %% seconds without logins (no p99) do not make a limit either
+     ?_assertEqual(continue, check([row(#{login_p99_ms => undefined}) || _ <- lists:seq(1, 3)], #{})),
+     ?_assertMatch({stop, <<"population">>, _}, check(Quiet, #{launched_all => true})),
+     %% the first limit named wins: descriptors before population
+     ?_assertMatch({stop, <<"descriptors">>, _},
+                   check(Quiet, #{fds => 20000, fd_limit => 20000, launched_all => true}))].
+
+%%% Statistics
+
+describe_test() ->
+    S = throng_bench_study_stats:describe([2, 4, 4, 4, 5, 5, 7, 9]),
+    ?assertEqual(8, maps:get(n, S)),
+    ?assertEqual(5.0, maps:get(mean, S)),
+    ?assert(abs(maps:get(sd, S) - 2.138) < 0.001),
+    %% t(7) = 2.365: 2.365 * 2.138 / sqrt(8)
+    ?assert(abs(maps:get(ci95, S) - 1.788) < 0.001),
+    ?assertMatch(#{n := 1, mean := 3.0, sd := null, ci95 := null},
+                 throng_bench_study_stats:describe([3])),
+    ?assertMatch(#{n := 0, mean := null}, throng_bench_study_stats:describe([])).
+
+effect_test() ->
+    E = throng_bench_study_stats:effect([10, 11, 12], [20, 21, 22]),
+    ?assertEqual(10.0, maps:get(diff, E)),
+    ?assert(abs(maps:get(pct, E) - 100 * 10 / 11) < 1.0e-9),
+    %% Welch: se = sqrt(1/3 + 1/3), df = 4, t = 2.776
+    ?assert(abs(maps:get(ci95, E) - 2.776 * math:sqrt(2 / 3)) < 0.001),
+    ?assert(maps:get(significant, E)),
+    Noisy = throng_bench_study_stats:effect([10, 20, 30], [12, 22, 32]),
+    ?assertNot(maps:get(significant, Noisy)),
+    ?assertMatch(#{diff := 2.0, ci95 := null, significant := null},
+                 throng_bench_study_stats:effect([10], [12])),
+    ?assertMatch(#{diff := null}, throng_bench_study_stats:effect([], [1, 2])).
+
+t95_test() ->
+    ?assertEqual(12.706, throng_bench_study_stats:t95(1)),
+    ?assertEqual(2.776, throng_bench_study_stats:t95(4.7)),
+    ?assertEqual(1.960, throng_bench_study_stats:t95(500)).
+
+%%% A run's figures
+
+run_result_test() ->
+    Rows = [#{t => 1.0, sessions => 0, users_logged_in => 0, server_rss_bytes => 1000000,
+              server_cpu_pct => 50.0, server_sys_pct => 10.0},
+            #{t => 2.0, sessions => 100, users_logged_in => 100, server_rss_bytes => 1400000,
+              server_cpu_pct => 100.0, server_sys_pct => 20.0},
+            #{t => 3.0, sessions => 60, users_logged_in => 100, server_rss_bytes => 1500000,
+              server_cpu_pct => 100.0, server_sys_pct => 20.0}],
+    Summary = #{stop => #{reason => <<"population">>, detail => <<"d">>},
+                latency_ms => #{delivery => #{p99 => 3.5}, login => #{p99 => 7.0}},
+                errors => #{total => 2}, messages => #{lost => 0}},
+    R = throng_bench_study:run_result(stopped, Summary, Rows, #{rss0 => 1000000, fd_limit => 20000}),
+    ?assertMatch(#{ok := true, peak_sessions := 100, peak_at_s := 2.0, stop_reason := <<"population">>,
+                   delivery_p99_ms := 3.5, login_p99_ms := 7.0, errors := 2, logins := 100}, R),
+    %% (1,400,000 - 1,000,000) / 100
+    ?assertEqual(4000.0, maps:get(memory_per_session, R)),
+    %% CPU to the peak: 0.5 + 1.0 s, of which 0.1 + 0.2 s system, over 100 logins
+    ?assert(abs(maps:get(cpu_user_ms_per_login, R) - 12.0) < 1.0e-9),
+    ?assert(abs(maps:get(cpu_sys_ms_per_login, R) - 3.0) < 1.0e-9),
+    ?assertMatch(#{ok := false}, throng_bench_study:run_result(aborted, #{error => <<"x">>}, [], #{})),
+    ?assertMatch(#{ok := false, error := <<"the run recorded no rows">>},
+                 throng_bench_study:run_result(stopped, Summary, [], #{rss0 => 1, fd_limit => 1})),
+    ?assertMatch(#{stop_reason := <<"deadline">>},
+                 throng_bench_study:run_result(complete, maps:remove(stop, Summary), Rows,
+                                               #{rss0 => 1, fd_limit => infinity})).
+
+read_csv_test() ->
+    File = filename:join("/tmp", "throng_bench_study_tests-" ++ os:getpid() ++ ".csv"),
+    ok = file:write_file(File, "t,sessions,server_cpu_pct\n1.0,5,\n2.0,7,12.5\n"),
+    try
+        ?assertEqual([#{t => 1.0, sessions => 5}, #{t => 2.0, sessions => 7, server_cpu_pct => 12.5}],
+                     throng_bench_study:read_csv(File))
+    after
+        file:delete(File)
+    end.
+
+%%% The summary of runs
+
+summary_test() ->
+    {ok, D} = design("name: t\nrepeats: 2\nsettings:\n  - name: a\n  - name: b\n"),
+    Run = fun(S, Rep, Peak) -> #{<<"id">> => <<S/binary, "-", (integer_to_binary(Rep))/binary>>,
+                                 <<"setting">> => S, <<"repeat">> => Rep, <<"ok">> => true,
+                                 <<"stop_reason">> => <<"descriptors">>, <<"peak_sessions">> => Peak,
+                                 <<"memory_per_session">> => 4000.0, <<"series">> => [[1, Peak, 5, 1]]}
+          end,
+    Runs = [Run(<<"a">>, 1, 100), Run(<<"b">>, 1, 200), Run(<<"a">>, 2, 110),
+            (Run(<<"b">>, 2, 0))#{<<"ok">> => false}],
+    S = throng_bench_study_report:summarize(D, Runs),
+    #{settings := [A, B], runs_planned := 4, baseline := <<"a">>} = S,
+    ?assertMatch(#{ok_runs := 2, runs := 2, effect := null,
+                   stopped_by := #{<<"descriptors">> := 2}}, A),
+    ?assertMatch(#{n := 2, mean := 105.0}, maps:get(peak_sessions, maps:get(metrics, A))),
+    ?assertMatch(#{ok_runs := 1, runs := 2}, B),
+    %% b has one good run: the difference, no interval
+    ?assertMatch(#{diff := 95.0, ci95 := null}, maps:get(peak_sessions, maps:get(effect, B))),
+    ?assertNot(lists:any(fun(R) -> maps:is_key(<<"series">>, R) end, maps:get(runs, S))),
+    Text = unicode:characters_to_binary(throng_bench_study_report:text(S#{ratio => null})),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"4 of 4 runs made">>)).
