@@ -285,11 +285,14 @@ count_close(_) -> ok.
 %% max_queued_stanzas or max_queued_bytes the connection is closed, and what
 %% the session held goes where it would have gone without it (offline
 %% storage, with the unacknowledged stanzas of XEP-0198). No stream error:
-%% the client is not reading, and a write would only wait.
+%% the client is not reading, and a write would only wait. The stanzas are
+%% counted after every event, the bytes as throng_c2s_io:backlog/1 says
+%% (past 32 stanzas, at least every 100 ms of events).
 check_backlog(#d{lref = LRef} = D) ->
-    {Stanzas, Bytes} = throng_c2s_io:backlog(),
-    case Stanzas > throng_c2s_io:lopt(LRef, max_queued_stanzas)
-        orelse Bytes > throng_c2s_io:lopt(LRef, max_queued_bytes) of
+    #{opts := #{max_queued_stanzas := MaxStanzas, max_queued_bytes := MaxBytes}} =
+        throng_c2s_io:opts(LRef),
+    {Stanzas, Bytes} = throng_c2s_io:backlog(MaxBytes),
+    case Stanzas > MaxStanzas orelse (is_integer(Bytes) andalso Bytes > MaxBytes) of
         false ->
             {next_state, session, D, throng_c2s_io:shaper_action(D)};
         true ->
@@ -444,6 +447,7 @@ closed(session, #d{sm = SM, jid = JID} = D) when SM =/= undefined ->
     case throng_stream_mgmt:resumable(SM) of
         true ->
             throng_transport:close(D#d.sock),
+            throng_c2s_io:forget_backlog(),
             throng_sm:set_detached(self(), true),
             Kept = throng_c2s_items:keep(JID, throng_stream_mgmt:unacked(SM), self()),
             %% What an inactive client had not been sent joins the queue a

@@ -10,7 +10,20 @@
 -include("throng_c2s.hrl").
 
 -export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
-         backlog/0]).
+         backlog/1, forget_backlog/0, backlog/3, measure_bytes/4, last_backlog/0]).
+%% backlog/1's parts, exported for its tests.
+-ignore_xref([{backlog, 3}, {measure_bytes, 4}, {last_backlog, 0}]).
+
+%% A session's mailbox is counted in bytes after every event while it holds
+%% at most ?BYTES_ALWAYS stanzas; past that, at the first event
+%% ?BYTES_EVERY_MS ms after the last count (or sooner, see measure_bytes/4).
+%% When and what was last counted is kept in the process dictionary under
+%% ?BACKLOG_KEY only while more than ?BYTES_ALWAYS stanzas wait.
+-define(BYTES_ALWAYS, 32).
+-define(BYTES_EVERY_MS, 100).
+-define(BACKLOG_KEY, throng_c2s_backlog).
+
+-type last_count() :: {When :: integer(), Stanzas :: pos_integer(), Bytes :: non_neg_integer()}.
 
 -spec opts(throng_listener:ref()) -> throng_listener:info().
 opts(LRef) -> throng_listener:info(LRef).
@@ -111,14 +124,76 @@ flush(#d{out = Out, sock = Sock} = D) ->
 %% driver's high watermark, so it never holds more than that and one write.
 %% {0, 0} without looking further when the mailbox is empty (the cheap,
 %% usual case).
--spec backlog() -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer()}.
-backlog() ->
+%%
+%% The stanzas are counted at every call. Counting the bytes walks the
+%% whole mailbox, so it costs its length: a session that fell behind and
+%% counted them at every event spent time growing with the square of its
+%% backlog, and fell further behind (8.7% of the server's CPU at 2,000
+%% chatting users). So past ?BYTES_ALWAYS stanzas the bytes are counted
+%% at the first call ?BYTES_EVERY_MS ms after the last count, and at any
+%% call where the stanzas queued since would pass MaxBytes at the bytes per
+%% stanza of the last count (`unmeasured' at the others): about ten walks
+%% a second while the backlog stays clear of MaxBytes, whatever the
+%% session's rate of events. A session whose events
+%% come more than ?BYTES_EVERY_MS ms apart (one stuck writing to a slow
+%% reader) is counted at every event, as before; one with many events is
+%% counted at least every ?BYTES_EVERY_MS ms of them: a backlog past
+%% MaxBytes is found within that time, having grown by what came in it.
+-spec backlog(pos_integer()) -> {Stanzas :: non_neg_integer(), Bytes :: non_neg_integer() | unmeasured}.
+backlog(MaxBytes) ->
     case process_info(self(), message_queue_len) of
-        {message_queue_len, 0} -> {0, 0};
+        {message_queue_len, 0} ->
+            forget_backlog(),
+            {0, 0};
+        {message_queue_len, Len} when Len =< ?BYTES_ALWAYS ->
+            forget_backlog(),
+            {Len, mailbox_bytes()};
         {message_queue_len, Len} ->
-            [{memory, Mem}, {total_heap_size, Heap}] = process_info(self(), [memory, total_heap_size]),
-            {Len, max(0, Mem - Heap * erlang:system_info(wordsize))}
+            backlog(Len, MaxBytes, erlang:monotonic_time(millisecond))
     end.
+
+%% @doc backlog/1 past ?BYTES_ALWAYS stanzas: Len of them at Now
+%% (monotonic milliseconds).
+-spec backlog(pos_integer(), pos_integer(), integer()) ->
+          {pos_integer(), non_neg_integer() | unmeasured}.
+backlog(Len, MaxBytes, Now) ->
+    case measure_bytes(Len, Now, get(?BACKLOG_KEY), MaxBytes) of
+        true ->
+            Bytes = mailbox_bytes(),
+            put(?BACKLOG_KEY, {Now, Len, Bytes}),
+            {Len, Bytes};
+        false ->
+            {Len, unmeasured}
+    end.
+
+%% @doc Whether the bytes of a mailbox of Len stanzas are counted at Now,
+%% Last being the last count while this backlog lasts: always up to
+%% ?BYTES_ALWAYS stanzas, and when there is no last count; then when
+%% ?BYTES_EVERY_MS ms have passed since it, or when Len stanzas of its
+%% bytes per stanza would be more than MaxBytes (an estimate that is high
+%% while they are no larger: the count includes the process's own
+%% overhead).
+-spec measure_bytes(pos_integer(), integer(), last_count() | undefined, pos_integer()) -> boolean().
+measure_bytes(Len, _Now, _Last, _MaxBytes) when Len =< ?BYTES_ALWAYS -> true;
+measure_bytes(_Len, _Now, undefined, _MaxBytes) -> true;
+measure_bytes(Len, Now, {When, LastLen, LastBytes}, MaxBytes) ->
+    Now - When >= ?BYTES_EVERY_MS orelse LastBytes * Len > MaxBytes * LastLen.
+
+%% @doc The last count of this session's backlog (see backlog/1), if it
+%% has one.
+-spec last_backlog() -> last_count() | undefined.
+last_backlog() -> get(?BACKLOG_KEY).
+
+%% @doc Drops what backlog/1 keeps while a backlog lasts (at its end, or
+%% when the session stops being bounded: the connection dropped).
+-spec forget_backlog() -> ok.
+forget_backlog() ->
+    _ = erase(?BACKLOG_KEY),
+    ok.
+
+mailbox_bytes() ->
+    [{memory, Mem}, {total_heap_size, Heap}] = process_info(self(), [memory, total_heap_size]),
+    max(0, Mem - Heap * erlang:system_info(wordsize)).
 
 -spec send_now(data(), iodata()) -> ok.
 send_now(#d{sock = undefined}, _Bytes) -> ok;

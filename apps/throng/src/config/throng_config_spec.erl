@@ -249,7 +249,13 @@ listener_spec() ->
                             doc => "Bytes of the stanzas that may wait for one client (their "
                                    "own memory; message bodies over 64 bytes are shared with "
                                    "the sender and bounded by max_queued_stanzas). Past it, "
-                                   "as past max_queued_stanzas."},
+                                   "as past max_queued_stanzas. Counting them walks the whole "
+                                   "queue, so they are counted after each of the session's "
+                                   "events while at most 32 stanzas wait, then at its first "
+                                   "event 100 ms after the last count, or sooner when the "
+                                   "stanzas queued since would pass this bound at the size "
+                                   "last counted: a queue may pass it by what comes for the "
+                                   "client in those 100 ms."},
       hibernate_after => #{type => {int, 0, 3600000}, default => 0,
                            doc => "Milliseconds of inactivity after which a connection "
                                   "process hibernates (a full garbage collection that "
