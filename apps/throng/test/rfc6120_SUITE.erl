@@ -1,6 +1,7 @@
 %% @doc RFC 6120 (XMPP Core) against the real server over real sockets:
 %% stream negotiation, STARTTLS, SASL, resource binding, stream and stanza
-%% errors.
+%% errors; on both of OTP's inet backends (the inet driver, and the socket
+%% backend in group socket_backend).
 -module(rfc6120_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -11,7 +12,14 @@
 
 -define(C, throng_test_client).
 
+%% Every case on the inet driver, then again on the socket backend.
 all() ->
+    cases() ++ [{group, socket_backend}].
+
+groups() ->
+    [throng_ct:socket_backend_group(cases())].
+
+cases() ->
     [stream_header_and_features, unknown_host, wrong_stream_namespace, wrong_content_namespace,
      bad_prefix, unsupported_version, stream_restart_domain_change,
      whitespace_keepalive, client_closes_stream,
@@ -30,6 +38,12 @@ init_per_suite(Config) ->
     Config.
 
 end_per_suite(_Config) ->
+    ok.
+
+init_per_group(socket_backend, Config) ->
+    throng_ct:init_socket_backend(Config).
+
+end_per_group(_Group, _Config) ->
     ok.
 
 init_per_testcase(TC, Config) ->

@@ -2,7 +2,8 @@
 %% RFC 7905) as Throng serves them: the handshake in the throng_tls_nif
 %% NIF, the records in throng_tls_record. The peer is an independent
 %% implementation, OTP's ssl, over real sockets: a wrong key, nonce or
-%% sequence number anywhere fails its decryption.
+%% sequence number anywhere fails its decryption. The cases that move
+%% records run again over the socket backend (group socket_backend).
 -module(rfc8446_tls_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
@@ -13,7 +14,20 @@ all() ->
     [tls13_each_suite, tls12_each_suite_rsa, tls12_each_suite_ecdsa, large_data_both_ways,
      byte_by_byte, key_update_write, key_update_read_write, close_notify_both_ways,
      tampered_record_is_fatal, old_versions_refused, cbc_suites_refused,
-     renegotiation_refused, alpn_and_exporter, resumption_with_ticket, no_openssl_state_after_handshake].
+     renegotiation_refused, alpn_and_exporter, resumption_with_ticket, no_openssl_state_after_handshake,
+     {group, socket_backend}].
+
+%% The TLS transport over a TCP socket of the socket backend.
+groups() ->
+    [throng_ct:socket_backend_group(
+       [tls13_each_suite, large_data_both_ways, byte_by_byte, key_update_read_write,
+        close_notify_both_ways, tampered_record_is_fatal])].
+
+init_per_group(socket_backend, Config) ->
+    throng_ct:init_socket_backend(Config).
+
+end_per_group(_Group, _Config) ->
+    ok.
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(ssl),
@@ -227,9 +241,10 @@ try_connect(Config, Cert, ClientOpts, ServerOpts) ->
                                              | ClientOpts], 10000),
     {Result, S}.
 
-%% A one-connection server on a fresh port.
+%% A one-connection server on a fresh port (of the group's inet backend).
 server(Config, Cert, ServerOpts) ->
-    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {reuseaddr, true}]),
+    Backend = [{inet_backend, B} || {inet_backend, B} <- [lists:keyfind(inet_backend, 1, Config)]],
+    {ok, L} = gen_tcp:listen(0, Backend ++ [binary, {active, false}, {reuseaddr, true}]),
     {ok, Port} = inet:port(L),
     Self = self(),
     {Port, spawn_link(fun() -> server(Self, L, ?config(Cert, Config), ServerOpts) end)}.
@@ -243,7 +258,7 @@ server(Parent, L, CertFile, Opts) ->
     serve(Parent, Sock, Opts).
 
 serve(Parent, Sock, Opts) ->
-    Port = throng_transport:port(Sock),
+    Port = throng_transport:tcp_socket(Sock),
     receive
         {sock, From} -> From ! {sock, Sock, get(conn)}, serve(Parent, Sock, Opts);
         stop -> throng_transport:close(Sock)

@@ -6,12 +6,15 @@
          start_distribution/2, wait_until/2]).
 -export([backend_groups/1, init_backend/2, end_backend/1, start_backend/1, start_backend/2,
          restart/0, storage_failure/1]).
+-export([socket_backend_group/1, init_socket_backend/1]).
 
 -include("throng.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 %% @doc Starts Throng with test defaults (domain localhost, port 0, data in
 %% the suite's priv_dir) merged with Overrides (a config map, atom keys).
+%% In the group of {@link socket_backend_group/1} every listener runs on
+%% the socket backend.
 -spec start(list()) -> ok.
 start(CTConfig) ->
     start(CTConfig, #{}).
@@ -20,9 +23,29 @@ start(CTConfig) ->
 start(CTConfig, Overrides) ->
     Dir = filename:join(proplists:get_value(priv_dir, CTConfig),
                         "data-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    ok = application:set_env(throng, config, config(Overrides#{data_dir => list_to_binary(Dir)})),
+    Config = config(Overrides#{data_dir => list_to_binary(Dir)}),
+    ok = application:set_env(throng, config, inet_backend(CTConfig, Config)),
     {ok, _} = application:ensure_all_started(throng),
     ok.
+
+%%% Suites that run on both inet backends
+
+%% @doc A group `socket_backend' running Cases again with every listener
+%% on OTP's socket backend (`inet_backend: socket') instead of the inet
+%% driver; the suite's init_per_group calls {@link init_socket_backend/1}.
+-spec socket_backend_group([atom()]) -> {socket_backend, [], [atom()]}.
+socket_backend_group(Cases) ->
+    {socket_backend, [], Cases}.
+
+-spec init_socket_backend(list()) -> list().
+init_socket_backend(Config) ->
+    [{inet_backend, socket} | Config].
+
+inet_backend(CTConfig, #{listen := Listeners} = Config) ->
+    case proplists:get_value(inet_backend, CTConfig) of
+        undefined -> Config;
+        Backend -> Config#{listen := [L#{inet_backend => Backend} || L <- Listeners]}
+    end.
 
 %% @doc Starts Throng with the test defaults but exactly these modules (the
 %% defaults of start/2 would merge into the map): a module left out is off.

@@ -23,7 +23,21 @@ all() ->
      clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
      never_acking_client_is_cut_off,
      enable_before_auth_fails_stream_goes_on, resume_before_auth_fails_stream_goes_on,
-     ack_request_before_auth_is_not_authorized, tampered_id_is_item_not_found].
+     ack_request_before_auth_is_not_authorized, tampered_id_is_item_not_found,
+     {group, socket_backend}].
+
+%% A resumption hands the new connection's socket to the old session's
+%% process: again on the socket backend.
+groups() ->
+    [throng_ct:socket_backend_group(
+       [resume_redelivers_unacked, stanzas_right_after_resume_are_handled,
+        queued_while_detached_are_delivered, clean_close_moves_unacked_to_offline])].
+
+init_per_group(socket_backend, Config) ->
+    throng_ct:init_socket_backend(Config).
+
+end_per_group(_Group, _Config) ->
+    ok.
 
 init_per_testcase(TC, Config) ->
     SM = case TC of

@@ -15,7 +15,19 @@
 all() ->
     [direct_tls_login, direct_tls_without_alpn, sni_selects_certificate,
      sni_on_starttls, acme_layout_full_chain, reload_certs, reload_refuses_bad_file,
-     plain_bytes_on_direct_tls_port].
+     plain_bytes_on_direct_tls_port, {group, socket_backend}].
+
+%% Direct TLS and STARTTLS over listeners on the socket backend.
+groups() ->
+    [throng_ct:socket_backend_group(
+       [direct_tls_login, direct_tls_without_alpn, sni_on_starttls,
+        plain_bytes_on_direct_tls_port])].
+
+init_per_group(socket_backend, Config) ->
+    throng_ct:init_socket_backend(Config).
+
+end_per_group(_Group, _Config) ->
+    ok.
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(ssl),

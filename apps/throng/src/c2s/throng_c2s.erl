@@ -84,9 +84,11 @@ callback_mode() -> handle_event_function.
 -spec handle_event(gen_statem:event_type(), term(), state(), #d{}) ->
     gen_statem:event_handler_result(state()).
 handle_event(info, {'EXIT', Port, _}, _State, _D) when is_port(Port) ->
-    %% The socket's port is linked to its owner; its end comes as a message.
+    %% An inet driver socket is a port linked to its owner; its end comes as
+    %% a message. (A socket backend socket's process monitors its owner
+    %% instead: nothing comes.)
     keep_state_and_data;
-handle_event(info, Msg, State, D) when tuple_size(Msg) >= 2, is_port(element(2, Msg)) ->
+handle_event(info, Msg, State, D) when tuple_size(Msg) >= 2, ?OURS(element(2, Msg), D) ->
     socket_message(Msg, State, D);
 handle_event(info, {route, From, To, El}, State, D) ->
     done(State, throng_c2s_stanza:routed_batch(State, throng_c2s_stanza:deliver(State, none, From, To, El, D), ?ROUTE_BATCH));
@@ -172,11 +174,11 @@ handle_event(_Type, Msg, State, _D) ->
     logger:debug(#{what => unexpected_event, state => State, msg => Msg}),
     keep_state_and_data.
 
-%% A message from a socket port: data, end, error, or "re-arm me" (the tags
-%% are the transport's, throng_transport:messages/1). Messages of a socket
-%% this session no longer uses (replaced on resumption) are dropped.
-socket_message(Msg, _State, D) when not ?OURS(element(2, Msg), D) ->
-    keep_state_and_data;
+%% A message from this session's socket: data, end, error, or "re-arm me"
+%% (the tags are the transport's, throng_transport:messages/1). Messages of
+%% a socket this session no longer uses (replaced on resumption, closed when
+%% the session became resumable) are not these: they end in the last
+%% clause of handle_event/4, dropped.
 socket_message(Msg, State, #d{sock = Sock} = D) ->
     {DataTag, Closed, Error, Passive} = throng_transport:messages(Sock),
     case Msg of
@@ -191,7 +193,7 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
                 {closed, Data} ->
                     %% TLS close_notify (answered): what came before it is
                     %% handled, then the connection ends as if TCP closed.
-                    self() ! {Closed, throng_transport:port(Sock)},
+                    self() ! {Closed, throng_transport:tcp_socket(Sock)},
                     data(Data, State, D);
                 {error, Why} ->
                     %% A failed TLS handshake after <proceed/>: what the

@@ -29,8 +29,10 @@
 
 -define(MAX_AUTH_FAILURES, 5).
 -define(ROUTE_BATCH, 64).
-%% Port is the port of this session's current socket (see throng_transport).
--define(OURS(Port, D), (is_tuple(D#d.sock) andalso element(2, D#d.sock) =:= Port)).
+%% Whether TCP (the second element of a socket message) is the TCP socket of
+%% this session's current socket (throng_transport:tcp_socket/1: a port on
+%% the inet driver, a tuple on the socket backend).
+-define(OURS(TCP, D), (is_tuple(D#d.sock) andalso element(2, D#d.sock) =:= TCP)).
 
 -type data() :: #d{}.
 

@@ -136,7 +136,7 @@ handover(Pid, RestEvents, D0) ->
 give_socket(Pid, RestEvents, D1) ->
     Sock = D1#d.sock,
     _ = throng_transport:pause(Sock),
-    Pending = socket_messages(throng_transport:port(Sock), throng_transport:messages(Sock)),
+    Pending = socket_messages(throng_transport:tcp_socket(Sock), throng_transport:messages(Sock)),
     case throng_transport:controlling_process(Sock, Pid) of
         ok ->
             Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents, Pending},
@@ -164,12 +164,12 @@ resume_request(From, Bare, H, State, #d{sm = SM, jid = JID} = D) ->
             end
     end.
 
-socket_messages(Port, {DataTag, Closed, Error, Passive} = Tags) ->
+socket_messages(TCP, {DataTag, Closed, Error, Passive} = Tags) ->
     receive
-        {DataTag, Port, _} = M -> [M | socket_messages(Port, Tags)];
-        {Closed, Port} = M -> [M | socket_messages(Port, Tags)];
-        {Error, Port, _} = M -> [M | socket_messages(Port, Tags)];
-        {Passive, Port} -> socket_messages(Port, Tags)
+        {DataTag, TCP, _} = M -> [M | socket_messages(TCP, Tags)];
+        {Closed, TCP} = M -> [M | socket_messages(TCP, Tags)];
+        {Error, TCP, _} = M -> [M | socket_messages(TCP, Tags)];
+        {Passive, TCP} -> socket_messages(TCP, Tags)
     after 0 -> []
     end.
 

@@ -183,6 +183,18 @@ listener_spec() ->
                       doc => "SO_REUSEPORT: several nodes on one host listen on the same "
                              "port, and the kernel spreads new connections over them "
                              "(docs/clustering.md)."},
+      inet_backend => #{type => {enum, [inet, socket]}, default => inet,
+                        doc => "OTP's implementation of this listener's TCP sockets: inet "
+                               "(the inet driver: an Erlang port per connection) or socket "
+                               "(the socket NIF behind gen_tcp: no port, but a process per "
+                               "connection besides the session's, so two processes per "
+                               "connection). The node's `-kernel inet_backend` does not "
+                               "change it. Both run every feature; on socket a pause (the "
+                               "shaper, the delay after a failed authentication) stops "
+                               "reading only after the reads the socket's process has "
+                               "already made, up to active_n of recv_buffer bytes. Memory "
+                               "per idle session on each: docs/benchmarks.md "
+                               "(inet_backend)."},
       when_full => #{type => {enum, [wait, stop_listening]}, default => wait,
                      doc => "At max_connections: wait (accepted connections wait for a "
                             "slot, later ones queue in the kernel's backlog) or "
@@ -203,7 +215,7 @@ listener_spec() ->
                                   "the backlog until one closes."},
       recv_buffer => #{type => {int, 64, 1048576}, default => 256,
                        doc => "Bytes read from a socket at a time (the inet driver's user "
-                              "buffer). The driver keeps a partly used buffer allocated, so "
+                              "buffer, the socket backend's read size). The inet driver keeps a partly used buffer allocated, so "
                               "this is also memory each idle connection holds; larger reads "
                               "cost fewer system calls for big stanzas."},
       send_buffer => #{type => {int, 0, 67108864}, default => 0,
@@ -213,8 +225,8 @@ listener_spec() ->
                               "kernel memory per slow client and makes a slow reader show "
                               "sooner in max_queued_stanzas / max_queued_bytes."},
       active_n => #{type => {int, 1, 10000}, default => 100,
-                    doc => "Reads the inet driver delivers before the connection "
-                           "process re-arms the socket ({active, N}). 1 is active-once "
+                    doc => "Reads the socket delivers before the connection "
+                           "process re-arms it ({active, N}). 1 is active-once "
                            "(a system call per read to re-arm); larger values save "
                            "that call on busy connections and let at most N reads of "
                            "recv_buffer bytes queue in a connection's mailbox."},

@@ -68,7 +68,10 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
       Transport, Protocol}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
-    SockOpts = Family ++
+    %% The backend first (gen_tcp takes it there only), and always: a node
+    %% started with -kernel inet_backend socket still gives a listener the
+    %% backend its configuration names.
+    SockOpts = [{inet_backend, maps:get(inet_backend, Opts, inet)}] ++ Family ++
         [binary, {packet, raw}, {active, false}, {reuseaddr, true}, {ip, IP},
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}]

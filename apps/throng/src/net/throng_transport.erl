@@ -1,12 +1,17 @@
 %% @doc The transport behaviour, and the one API through which the rest of
 %% the server uses a connection's socket (ranch's transport, in Throng's
-%% size). A socket is `{Module, Port, State}': the transport module, the
-%% port whose messages the owner receives, and the module's own state
+%% size). A socket is `{Module, TCP, State}': the transport module, the
+%% TCP socket whose messages the owner receives, and the module's own state
 %% (`undefined' for plain TCP, the TLS session after an upgrade). Nothing
 %% outside a transport module looks inside it.
 %%
+%% TCP is a gen_tcp socket of either of OTP's inet backends: a port (the
+%% inet driver) or a `{'$inet', gen_tcp_socket, _}' tuple (the socket
+%% backend, a listener's `inet_backend: socket'). Only gen_tcp and inet
+%% functions touch it, never erlang:port_* ones, so both work alike.
+%%
 %% Data arrives as messages tagged by `messages/0' of the socket's module
-%% ({Data, Closed, Error, Passive}), always from Port, in `{active, N}'
+%% ({Data, Closed, Error, Passive}), always from TCP, in `{active, N}'
 %% mode; the owner passes the bytes through {@link decode/2} (a TLS
 %% transport decrypts there). A WebSocket transport would implement the
 %% same callbacks.
@@ -14,18 +19,18 @@
 
 -export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1,
          controlling_process/2, peer_ip/1, close/1, upgrade/3, decode/2,
-         port/1, is_tls/1, channel_bindings/1, close_after_error/1]).
+         tcp_socket/1, is_tls/1, channel_bindings/1, close_after_error/1]).
 
--type socket() :: {module(), port(), term()}.
+-type socket() :: {module(), gen_tcp:socket(), term()}.
 
 -define(LINGER_MS, 2000).
 -define(LINGER_BYTES, 1048576).
 -type message_tags() :: {Data :: atom(), Closed :: atom(), Error :: atom(), Passive :: atom()}.
 -export_type([socket/0, message_tags/0]).
 
--callback listen(inet:port_number(), [gen_tcp:listen_option()]) ->
-    {ok, port()} | {error, term()}.
--callback accept(port()) -> {ok, socket()} | {error, term()}.
+-callback listen(inet:port_number(), [gen_tcp:listen_option() | inet:inet_backend()]) ->
+    {ok, gen_tcp:socket()} | {error, term()}.
+-callback accept(gen_tcp:socket()) -> {ok, socket()} | {error, term()}.
 -callback messages() -> message_tags().
 -callback send(socket(), iodata()) -> ok | {error, term()}.
 -callback setopts(socket(), [gen_tcp:option()]) -> ok | {error, term()}.
@@ -38,18 +43,19 @@
 %% `{closed, Data}': the peer ended the stream inside the transport (TLS
 %% close_notify) after Data.
 -callback decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
-%% A transport that can run over an accepted TCP port (TLS): what a TCP
+%% A transport that can run over an accepted TCP socket (TLS): what a TCP
 %% socket's upgrade/3 calls.
--callback over_tcp(port(), list()) -> {ok, socket()} | {error, term()}.
+-callback over_tcp(gen_tcp:socket(), list()) -> {ok, socket()} | {error, term()}.
 -optional_callbacks([over_tcp/2]).
 
-%% @doc Opens a listen socket with a transport module.
--spec listen(module(), inet:port_number(), [gen_tcp:listen_option()]) ->
-    {ok, port()} | {error, term()}.
+%% @doc Opens a listen socket with a transport module (`{inet_backend, B}'
+%% first in Opts chooses OTP's backend).
+-spec listen(module(), inet:port_number(), [gen_tcp:listen_option() | inet:inet_backend()]) ->
+    {ok, gen_tcp:socket()} | {error, term()}.
 listen(Mod, Port, Opts) -> Mod:listen(Port, Opts).
 
 %% @doc Accepts a connection on a listen socket of a transport module.
--spec accept(module(), port()) -> {ok, socket()} | {error, term()}.
+-spec accept(module(), gen_tcp:socket()) -> {ok, socket()} | {error, term()}.
 accept(Mod, LSock) -> Mod:accept(LSock).
 
 -spec messages(socket()) -> message_tags().
@@ -98,9 +104,10 @@ upgrade({Mod, _, _} = S, Into, Opts) -> Mod:upgrade(S, Into, Opts).
 -spec decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
 decode({Mod, _, _} = S, Data) -> Mod:decode(S, Data).
 
-%% @doc The port whose messages carry this socket's data.
--spec port(socket()) -> port().
-port({_, Port, _}) -> Port.
+%% @doc The TCP socket whose messages carry this socket's data: the
+%% second element of each of them.
+-spec tcp_socket(socket()) -> gen_tcp:socket().
+tcp_socket({_, TCP, _}) -> TCP.
 
 -spec is_tls(socket()) -> boolean().
 is_tls({Mod, _, _}) -> Mod =:= throng_transport_tls.
@@ -118,20 +125,20 @@ channel_bindings(_) -> #{}.
 %% with unread input makes the kernel answer with a reset, and a reset makes
 %% the peer's kernel drop what it had not read yet — the stream error.
 -spec close_after_error(socket()) -> ok.
-close_after_error({_, Port, _} = S) ->
-    _ = inet:setopts(Port, [{active, false}]),
-    _ = gen_tcp:shutdown(Port, write),
-    drain(Port, erlang:monotonic_time(millisecond) + ?LINGER_MS, ?LINGER_BYTES),
+close_after_error({_, TCP, _} = S) ->
+    _ = inet:setopts(TCP, [{active, false}]),
+    _ = gen_tcp:shutdown(TCP, write),
+    drain(TCP, erlang:monotonic_time(millisecond) + ?LINGER_MS, ?LINGER_BYTES),
     close(S).
 
-drain(Port, Deadline, Left) when Left > 0 ->
+drain(TCP, Deadline, Left) when Left > 0 ->
     case Deadline - erlang:monotonic_time(millisecond) of
         Wait when Wait > 0 ->
-            case gen_tcp:recv(Port, 0, Wait) of
-                {ok, Bytes} -> drain(Port, Deadline, Left - byte_size(Bytes));
+            case gen_tcp:recv(TCP, 0, Wait) of
+                {ok, Bytes} -> drain(TCP, Deadline, Left - byte_size(Bytes));
                 {error, _} -> ok
             end;
         _ -> ok
     end;
-drain(_Port, _Deadline, _Left) ->
+drain(_TCP, _Deadline, _Left) ->
     ok.

@@ -1,14 +1,17 @@
-%% @doc Plain TCP transport (gen_tcp, the inet driver).
+%% @doc Plain TCP transport: gen_tcp, on the inet driver or the socket
+%% backend (whichever the listen options chose; accepted sockets take their
+%% listen socket's).
 -module(throng_transport_tcp).
 -behaviour(throng_transport).
 
 -export([listen/2, accept/1, messages/0, send/2, setopts/2, controlling_process/2,
          peername/1, close/1, upgrade/3, decode/2]).
 
--spec listen(inet:port_number(), [gen_tcp:listen_option()]) -> {ok, port()} | {error, term()}.
+-spec listen(inet:port_number(), [gen_tcp:listen_option() | inet:inet_backend()]) ->
+    {ok, gen_tcp:socket()} | {error, term()}.
 listen(Port, Opts) -> gen_tcp:listen(Port, Opts).
 
--spec accept(port()) -> {ok, throng_transport:socket()} | {error, term()}.
+-spec accept(gen_tcp:socket()) -> {ok, throng_transport:socket()} | {error, term()}.
 accept(LSock) ->
     case gen_tcp:accept(LSock) of
         {ok, S} -> {ok, {?MODULE, S, undefined}};
@@ -35,7 +38,7 @@ peername({_, S, _}) -> inet:peername(S).
 close({_, S, _}) -> _ = gen_tcp:close(S), ok.
 
 %% @doc STARTTLS: the same TCP connection, now carrying TLS (any transport
-%% that can run over an accepted TCP port: `Into:over_tcp/2').
+%% that can run over an accepted TCP socket: `Into:over_tcp/2').
 -spec upgrade(throng_transport:socket(), module(), list()) ->
     {ok, throng_transport:socket()} | {error, term()}.
 upgrade({_, S, _}, Into, Opts) ->

@@ -1,8 +1,8 @@
 %% @doc TLS over a TCP connection: the handshake in OpenSSL
 %% ({@link throng_tls_nif}), the records after it in Erlang
 %% ({@link throng_tls_record}), so that an established connection holds no
-%% OpenSSL state (docs/tls.md). The TCP port still delivers the encrypted
-%% bytes; the owner turns them into application data with decode/2, which
+%% OpenSSL state (docs/tls.md). The TCP socket (of either inet backend)
+%% still delivers the encrypted bytes; the owner turns them into application data with decode/2, which
 %% also drives the handshake and returns the socket's next state.
 -module(throng_transport_tls).
 -behaviour(throng_transport).
@@ -22,11 +22,11 @@
                   {Exporter :: cb(), EndPoint :: cb(), Unique :: cb()}}.
 -export_type([state/0]).
 
-%% @doc Server-side TLS on an accepted TCP port, with the server's
+%% @doc Server-side TLS on an accepted TCP socket, with the server's
 %% certificates ({@link throng_cert:context/0}), or with `{certfile, File}'
 %% (a PEM file with a chain and its key) in Opts.
--spec over_tcp(port(), list()) -> {ok, throng_transport:socket()} | {error, term()}.
-over_tcp(Port, Opts) ->
+-spec over_tcp(gen_tcp:socket(), list()) -> {ok, throng_transport:socket()} | {error, term()}.
+over_tcp(TCP, Opts) ->
     Context = case lists:keyfind(certfile, 1, Opts) of
                   {certfile, File} -> context(File);
                   false -> {ok, throng_cert:context()}
@@ -35,7 +35,7 @@ over_tcp(Port, Opts) ->
         {ok, Ctx} ->
             case throng_tls_nif:conn_new(Ctx) of
                 {error, _} = E -> E;
-                Conn -> {ok, {?MODULE, Port, {handshake, Conn}}}
+                Conn -> {ok, {?MODULE, TCP, {handshake, Conn}}}
             end;
         {error, _} = E ->
             E
@@ -58,18 +58,19 @@ context(File) ->
 
 %% @doc Listening is plain TCP; on a direct TLS listener (XEP-0368) each
 %% accepted connection starts its handshake at once.
--spec listen(inet:port_number(), [gen_tcp:listen_option()]) -> {ok, port()} | {error, term()}.
+-spec listen(inet:port_number(), [gen_tcp:listen_option() | inet:inet_backend()]) ->
+    {ok, gen_tcp:socket()} | {error, term()}.
 listen(Port, Opts) -> throng_transport_tcp:listen(Port, Opts).
 
 %% @doc Accepts a connection of a direct TLS listener: the socket is in its
 %% handshake, which the owner drives with decode/2 as the bytes arrive.
--spec accept(port()) -> {ok, throng_transport:socket()} | {error, term()}.
+-spec accept(gen_tcp:socket()) -> {ok, throng_transport:socket()} | {error, term()}.
 accept(LSock) ->
     case gen_tcp:accept(LSock) of
-        {ok, Port} ->
-            case over_tcp(Port, []) of
+        {ok, TCP} ->
+            case over_tcp(TCP, []) of
                 {ok, _} = Ok -> Ok;
-                {error, _} = E -> gen_tcp:close(Port), E
+                {error, _} = E -> gen_tcp:close(TCP), E
             end;
         {error, _} = E ->
             E
@@ -79,12 +80,12 @@ accept(LSock) ->
 messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
 
 -spec send(throng_transport:socket(), iodata()) -> ok | {error, term()}.
-send({_, Port, {established, Rec, _}}, Data) ->
-    gen_tcp:send(Port, throng_tls_record:seal(Data, Rec));
+send({_, TCP, {established, Rec, _}}, Data) ->
+    gen_tcp:send(TCP, throng_tls_record:seal(Data, Rec));
 send({_, _, {handshake, _}}, _Data) ->
     {error, handshake_not_finished}.
 
-%% Socket options, ownership and the peer are the TCP port's.
+%% Socket options, ownership and the peer are the TCP socket's.
 -spec setopts(throng_transport:socket(), [gen_tcp:option()]) -> ok | {error, term()}.
 setopts(Sock, Opts) -> throng_transport_tcp:setopts(Sock, Opts).
 
@@ -97,11 +98,11 @@ peername(Sock) -> throng_transport_tcp:peername(Sock).
 
 %% @doc Sends close_notify when the handshake is over, then closes.
 -spec close(throng_transport:socket()) -> ok.
-close({_, Port, {established, Rec, _}}) ->
-    _ = gen_tcp:send(Port, throng_tls_record:close_notify(Rec)),
-    gen_tcp:close(Port);
-close({_, Port, _}) ->
-    gen_tcp:close(Port).
+close({_, TCP, {established, Rec, _}}) ->
+    _ = gen_tcp:send(TCP, throng_tls_record:close_notify(Rec)),
+    gen_tcp:close(TCP);
+close({_, TCP, _}) ->
+    gen_tcp:close(TCP).
 
 -spec upgrade(throng_transport:socket(), module(), list()) -> {error, term()}.
 upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
@@ -112,11 +113,11 @@ upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
 %% sent): Data came before it, and nothing more will.
 -spec decode(throng_transport:socket(), binary()) ->
     {ok, binary(), throng_transport:socket()} | {closed, binary()} | {error, term()}.
-decode({Mod, Port, {handshake, Conn}}, Data) ->
+decode({Mod, TCP, {handshake, Conn}}, Data) ->
     case throng_tls_nif:handshake(Conn, Data) of
         {more, Out} ->
-            case out(Port, Out) of
-                ok -> {ok, <<>>, {Mod, Port, {handshake, Conn}}};
+            case out(TCP, Out) of
+                ok -> {ok, <<>>, {Mod, TCP, {handshake, Conn}}};
                 {error, _} = E -> E
             end;
         {done, Out, Info, Rest} ->
@@ -124,27 +125,27 @@ decode({Mod, Port, {handshake, Conn}}, Data) ->
             Rec = throng_tls_record:new(Info),
             CB = {maps:get(exporter, Info), maps:get(server_end_point, Info),
                   maps:get(tls_unique, Info)},
-            case out(Port, Out) of
-                ok -> decode({Mod, Port, {established, Rec, CB}}, Rest);
+            case out(TCP, Out) of
+                ok -> decode({Mod, TCP, {established, Rec, CB}}, Rest);
                 {error, _} = E -> E
             end;
         {error, Why, Out} ->
             throng_metrics:incr(tls_failed),
-            _ = out(Port, Out),
+            _ = out(TCP, Out),
             {error, {handshake, Why}}
     end;
-decode({Mod, Port, {established, Rec, CB}}, Data) ->
+decode({Mod, TCP, {established, Rec, CB}}, Data) ->
     case throng_tls_record:open(Data, Rec) of
         {ok, Plain, Out, Rec1} ->
-            case out(Port, Out) of
-                ok -> {ok, Plain, {Mod, Port, {established, Rec1, CB}}};
+            case out(TCP, Out) of
+                ok -> {ok, Plain, {Mod, TCP, {established, Rec1, CB}}};
                 {error, _} = E -> E
             end;
         {closed, Plain, Out} ->
-            _ = out(Port, Out),
+            _ = out(TCP, Out),
             {closed, Plain};
         {error, Why, Out} ->
-            _ = out(Port, Out),
+            _ = out(TCP, Out),
             {error, Why}
     end.
 
@@ -159,6 +160,6 @@ channel_bindings({_, _, {established, _, {Exporter, EndPoint, Unique}}}) ->
 channel_bindings(_) ->
     #{}.
 
-out(_Port, <<>>) -> ok;
-out(_Port, []) -> ok;
-out(Port, Out) -> gen_tcp:send(Port, Out).
+out(_TCP, <<>>) -> ok;
+out(_TCP, []) -> ok;
+out(TCP, Out) -> gen_tcp:send(TCP, Out).

@@ -1,0 +1,104 @@
+%% @doc The listener's own socket work, on each of OTP's inet backends (the
+%% inet driver, and the socket backend of `inet_backend: socket'): listeners
+%% sharing a port with SO_REUSEPORT, and a full listener that stops
+%% listening and listens again. The connections' side (streams, TLS,
+%% errors, slow readers) runs on both backends in rfc6120_SUITE,
+%% limits_SUITE, xep0368_SUITE, xep0198_SUITE and rfc8446_tls_SUITE.
+-module(listeners_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-compile([export_all, nowarn_export_all]).
+
+-define(C, throng_test_client).
+
+all() ->
+    [{group, inet_driver}, {group, socket_backend}].
+
+groups() ->
+    Cases = [reuse_port_listeners_share_a_port, full_listener_stops_listening_and_resumes,
+             listener_ignores_the_nodes_default_backend],
+    [{inet_driver, [], Cases}, throng_ct:socket_backend_group(Cases)].
+
+init_per_group(socket_backend, Config) ->
+    throng_ct:init_socket_backend(Config);
+init_per_group(inet_driver, Config) ->
+    [{inet_backend, inet} | Config].
+
+end_per_group(_Group, _Config) ->
+    ok.
+
+end_per_testcase(_TC, _Config) ->
+    throng_ct:stop().
+
+%% A port nothing listens on now.
+free_port() ->
+    {ok, S} = gen_tcp:listen(0, [{ip, {127, 0, 0, 1}}]),
+    {ok, P} = inet:port(S),
+    ok = gen_tcp:close(S),
+    P.
+
+stream(Port) ->
+    C = ?C:connect(Port, #{}),
+    _ = ?C:open_stream(C),
+    C.
+
+%%% Cases
+
+%% Two listeners bind one port with reuse_port (without SO_REUSEPORT the
+%% second fails with eaddrinuse and the server does not start), and the
+%% kernel gives connections to both.
+reuse_port_listeners_share_a_port(Config) ->
+    Port = free_port(),
+    L = #{port => Port, ip => <<"127.0.0.1">>, reuse_port => true},
+    throng_ct:start(Config, #{listen => [L, L]}),
+    ?assertEqual(Port, throng_listener:port({listener, 1})),
+    ?assertEqual(Port, throng_listener:port({listener, 2})),
+    Clients = [stream(Port) || _ <- lists:seq(1, 24)],
+    Counts = [throng_listener:connections({listener, I}) || I <- [1, 2]],
+    ?assertEqual(24, lists:sum(Counts)),
+    ?assert(lists:all(fun(N) -> N > 0 end, Counts)),
+    [?C:close(C) || C <- Clients].
+
+%% At max_connections a `when_full: stop_listening' listener closes its
+%% socket (a new connection is refused); below 95% of it the listener opens
+%% a new socket on the same port and the acceptors serve it.
+full_listener_stops_listening_and_resumes(Config) ->
+    Port = free_port(),
+    throng_ct:start(Config, #{listener => #{port => Port, max_connections => 2,
+                                            when_full => stop_listening}}),
+    ok = throng_ct:register(<<"alice">>, <<"password">>),
+    Ref = {listener, 1},
+    Held = [stream(Port) || _ <- [1, 2]],
+    throng_ct:wait_until(fun() -> not throng_listener:listening(Ref) end, 5000),
+    ?assertEqual({error, econnrefused},
+                 gen_tcp:connect({127, 0, 0, 1}, Port, [{inet_backend, inet}])),
+    [?C:close(C) || C <- Held],
+    throng_ct:wait_until(fun() -> throng_listener:listening(Ref) end, 5000),
+    C = ?C:login(<<"alice">>, <<"password">>, <<"r">>, #{port => Port}),
+    ?assertEqual(<<"alice@localhost/r">>, ?C:jid(C)).
+
+%% A node started with `-kernel inet_backend socket' (or without it) does
+%% not choose the listener's backend: its configuration does, and logins
+%% work either way.
+listener_ignores_the_nodes_default_backend(Config) ->
+    Other = case proplists:get_value(inet_backend, Config) of
+                inet -> socket;
+                socket -> inet
+            end,
+    %% What -kernel inet_backend sets at boot; read by gen_tcp:listen/2.
+    Key = {kernel, inet_backend},
+    Default = persistent_term:get(Key, inet),
+    persistent_term:put(Key, Other),
+    try throng_ct:start(Config)
+    after persistent_term:put(Key, Default)
+    end,
+    ok = throng_ct:register(<<"alice">>, <<"password">>),
+    #{lsock := LSock} = throng_listener:info({listener, 1}),
+    ?assertEqual(proplists:get_value(inet_backend, Config), backend(LSock)),
+    C = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
+    ?assertEqual(<<"alice@localhost/r">>, ?C:jid(C)).
+
+backend(Sock) when is_port(Sock) -> inet;
+backend({'$inet', gen_tcp_socket, _}) -> socket.
