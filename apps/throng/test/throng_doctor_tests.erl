@@ -65,6 +65,17 @@ runtime_limits_test() ->
     ?assertMatch(#{severity := error, capacity := 30768}, find("Erlang processes", Fs)),
     ?assertMatch(#{severity := error}, find("Erlang ports", Fs)).
 
+%% On the socket backend a session holds no port but a second process.
+socket_backend_needs_processes_not_ports_test() ->
+    Socket = #{port => 5222, backlog => 1024, max_connections => infinity, inet_backend => socket},
+    F = (facts())#{process_limit => 32768, port_limit => 65536, listeners => [Socket]},
+    Fs = ?D:findings(F, 100000),
+    ?assertMatch(#{severity := error, capacity := 15384}, find("Erlang processes", Fs)),
+    ?assertMatch(#{severity := ok, capacity := unlimited}, find("Erlang ports", Fs)),
+    %% One listener on the inet driver still needs a port per session.
+    Mixed = F#{listeners => [Socket, Socket#{port => 5223, inet_backend => inet}]},
+    ?assertMatch(#{severity := error}, find("Erlang ports", ?D:findings(Mixed, 100000))).
+
 kernel_settings_test() ->
     F = (facts())#{somaxconn => 4096, thp => always, overcommit => 2, conntrack_max => 1000,
                    members => 2, dist_buf_kb => 1024},

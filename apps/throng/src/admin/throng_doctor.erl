@@ -90,7 +90,7 @@ parse_args(_) ->
 -spec facts(node | offline) -> facts().
 facts(Mode) ->
     {Soft, Hard} = fd_limits(),
-    Listeners = [maps:with([port, backlog, max_connections, starttls, direct_tls], L)
+    Listeners = [maps:with([port, backlog, max_connections, starttls, direct_tls, inet_backend], L)
                  || L <- throng_config:get([listen])],
     Os = #{mode => Mode, fd_soft => Soft, fd_hard => Hard,
            somaxconn => int_file("/proc/sys/net/core/somaxconn"),
@@ -242,15 +242,33 @@ fds(#{fd_soft := Soft, fd_hard := Hard}, Target) ->
     capped("file descriptors (one per session)", lists:flatten(Value), Cap, Target,
            lists:flatten([Raise, Beyond])).
 
-ports(#{port_limit := Limit, port_count := Used}, Target) ->
-    capped("Erlang ports (+Q, one per session)",
-           io_lib:format("~b (~b in use)", [Limit, Used]), max(0, Limit - max(Used, 100)), Target,
-           "raise +Q in the release's vm.args (e.g. +Q 1048576)").
+%% A session's socket is a port on the inet driver, a process beside the
+%% session's on the socket backend (the listeners' inet_backend): what the
+%% listeners' sessions need at most of each.
+on_socket_backend(#{listeners := Ls}) ->
+    Backends = [maps:get(inet_backend, L, inet) || L <- Ls],
+    {Backends =/= [] andalso lists:all(fun(B) -> B =:= socket end, Backends),
+     lists:member(socket, Backends)}.
 
-processes(#{process_limit := Limit, process_count := Used}, Target) ->
-    capped("Erlang processes (+P, one per session)",
-           io_lib:format("~b (~b in use)", [Limit, Used]),
-           max(0, Limit - max(Used, ?PROC_RESERVE)), Target,
+ports(#{port_limit := Limit, port_count := Used} = F, Target) ->
+    Value = io_lib:format("~b (~b in use)", [Limit, Used]),
+    case on_socket_backend(F) of
+        {true, _} ->
+            capped("Erlang ports (+Q, none per session)", Value,
+                   unlimited, Target, "-");
+        {false, _} ->
+            capped("Erlang ports (+Q, one per session)", Value,
+                   max(0, Limit - max(Used, 100)), Target,
+                   "raise +Q in the release's vm.args (e.g. +Q 1048576)")
+    end.
+
+processes(#{process_limit := Limit, process_count := Used} = F, Target) ->
+    {Check, PerSession} = case on_socket_backend(F) of
+                              {_, true} -> {"Erlang processes (+P, two per session)", 2};
+                              {_, false} -> {"Erlang processes (+P, one per session)", 1}
+                          end,
+    capped(Check, io_lib:format("~b (~b in use)", [Limit, Used]),
+           max(0, Limit - max(Used, ?PROC_RESERVE)) div PerSession, Target,
            "raise +P in the release's vm.args (e.g. +P 4194304)").
 
 memory(#{mem_available := absent}, _Target) ->
