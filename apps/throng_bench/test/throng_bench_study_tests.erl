@@ -56,6 +56,10 @@ errors_name_the_key_test_() ->
                    Err("name: t\nsettings:\n  - name: a\n    tls: yes please\n")),
      ?_assertMatch(<<"test: YAML syntax error", _/binary>>, Err("name: [t\n"))].
 
+ratio_can_be_off_test() ->
+    ?assertMatch({ok, #{ratio := false}}, design(minimal() ++ "ratio: false\n")),
+    ?assertMatch({ok, #{ratio := #{users := 1000, size := 64, think_ms := 10}}}, design(minimal())).
+
 runs_are_interleaved_test() ->
     {ok, D} = design("name: t\nrepeats: 2\nsettings:\n  - name: a\n  - name: b\n"),
     ?assertEqual([<<"a-1">>, <<"b-1">>, <<"a-2">>, <<"b-2">>],

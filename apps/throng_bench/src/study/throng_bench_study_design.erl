@@ -117,7 +117,7 @@ design(Doc) ->
       ratio => ratio(get(<<"ratio">>, Doc, [])),
       settings => Settings}.
 
-ratio(false) -> false;
+ratio(F) when F =:= false; F =:= <<"false">> -> false;
 ratio(R) when is_list(R) ->
     known(<<"ratio.">>, R, [<<"users">>, <<"size">>, <<"think">>, <<"duration">>]),
     Users = int(<<"ratio.users">>, get(<<"users">>, R, 1000), 2, 18000),
