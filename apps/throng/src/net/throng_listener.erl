@@ -64,7 +64,8 @@ listening(Ref) ->
 
 -spec init({ref(), map(), module(), module()}) -> {ok, map()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
-             max_connections := Max, recv_buffer := Buffer, send_buffer := SndBuf} = Opts,
+             max_connections := Max, recv_buffer := Buffer, send_buffer := SndBuf,
+             hibernate_after := Hib} = Opts,
       Transport, Protocol}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
@@ -76,7 +77,8 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}]
         ++ [{sndbuf, SndBuf} || SndBuf > 0]
-        ++ [reuse_port() || maps:get(reuse_port, Opts, false)],
+        ++ [reuse_port() || maps:get(reuse_port, Opts, false)]
+        ++ [{hibernate_after, Hib}],   %% the socket backend's socket processes
     case throng_transport:listen(Transport, Port, SockOpts) of
         {ok, LSock} ->
             Count = case persistent_term:get({?MODULE, Ref}, undefined) of
