@@ -165,16 +165,23 @@ result(Tag) -> {Tag, []}.
 %% second packet waited for the server's delayed acknowledgement of the
 %% first, some 40 ms per statement (2.3 s to prepare 51 statements; 20 ms
 %% with it). Its socket is the TCP port linked to the process that reads
-%% it, which is linked to the connection.
+%% it, which is linked to the connection. On a node started with `-kernel
+%% inet_backend socket' the socket is no port and is not found: said once
+%% per connection, as a warning.
 nodelay(Conn) ->
     Linked = fun(P) -> case erlang:process_info(P, links) of
                            {links, L} -> L;
                            undefined -> []
                        end
              end,
-    _ = [inet:setopts(Port, [{nodelay, true}])
-         || Reader <- Linked(Conn), is_pid(Reader), Port <- Linked(Reader), is_port(Port),
-            erlang:port_info(Port, name) =:= {name, "tcp_inet"}],
+    case [inet:setopts(Port, [{nodelay, true}])
+          || Reader <- Linked(Conn), is_pid(Reader), Port <- Linked(Reader), is_port(Port),
+             erlang:port_info(Port, name) =:= {name, "tcp_inet"}] of
+        [] -> logger:warning(#{what => pgsql_nodelay_not_set,
+                               reason => "no inet driver socket (-kernel inet_backend socket?)",
+                               effect => "about 40 ms more per statement prepared"});
+        _ -> ok
+    end,
     ok.
 
 %% Session settings: what a write's acknowledgement means must not depend
