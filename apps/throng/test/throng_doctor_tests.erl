@@ -97,7 +97,12 @@ memory_test() ->
                              direct_tls => true}]},
     #{capacity := Plain} = find("memory available", ?D:findings(F, undefined)),
     #{capacity := WithTls} = find("memory available", ?D:findings(Tls, undefined)),
-    ?assert(WithTls < Plain).
+    ?assert(WithTls < Plain),
+    %% So do sessions on the socket backend.
+    Socket = F#{listeners => [#{port => 5222, backlog => 10, max_connections => infinity,
+                                inet_backend => socket}]},
+    #{capacity := OnSocket} = find("memory available", ?D:findings(Socket, undefined)),
+    ?assert(OnSocket < Plain).
 
 parse_args_test() ->
     ?assertEqual({ok, undefined}, ?D:parse_args([])),

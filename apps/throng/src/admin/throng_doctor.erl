@@ -38,6 +38,10 @@
 %% TCP with every module, and TLS.
 -define(SESSION_BYTES, 5200).
 -define(TLS_SESSION_BYTES, 8000).
+%% What a session costs more on a listener with inet_backend: socket (its
+%% socket's process and the socket NIF's state: 15.7 KB against 4.7 KB,
+%% one run, docs/benchmarks.md).
+-define(SOCKET_EXTRA_BYTES, 11000).
 %% Kernel memory a TCP socket needs at least (its minimum receive and send
 %% buffers under memory pressure: tcp_rmem[0] + tcp_wmem[0]).
 -define(DIST_BUF_ADVISED_KB, 32768).
@@ -273,11 +277,14 @@ processes(#{process_limit := Limit, process_count := Used} = F, Target) ->
 
 memory(#{mem_available := absent}, _Target) ->
     #{check => "memory", value => "unknown (no /proc/meminfo)", severity => info, fix => "-"};
-memory(#{mem_available := Avail, listeners := Ls}, Target) ->
+memory(#{mem_available := Avail, listeners := Ls} = F, Target) ->
     Per = case lists:any(fun tls/1, Ls) of
               true -> ?TLS_SESSION_BYTES;
               false -> ?SESSION_BYTES
-          end,
+          end + case on_socket_backend(F) of
+                    {_, true} -> ?SOCKET_EXTRA_BYTES;
+                    {_, false} -> 0
+                end,
     capped("memory available", lists:flatten(io_lib:format("~s available, ~b B per idle session", [mb(Avail), Per])),
            Avail div Per, Target,
            "more RAM, fewer modules, or more nodes (docs/benchmarks.md has the cost of each)").

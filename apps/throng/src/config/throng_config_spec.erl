@@ -187,14 +187,14 @@ listener_spec() ->
                         doc => "OTP's implementation of this listener's TCP sockets: inet "
                                "(the inet driver: an Erlang port per connection) or socket "
                                "(the socket NIF behind gen_tcp: no port, but a process per "
-                               "connection besides the session's, so two processes per "
-                               "connection). The node's `-kernel inet_backend` does not "
-                               "change it. Both run every feature; on socket a pause (the "
-                               "shaper, the delay after a failed authentication) stops "
-                               "reading only after the reads the socket's process has "
-                               "already made, up to active_n of recv_buffer bytes. Memory "
-                               "per idle session on each: docs/benchmarks.md "
-                               "(inet_backend)."},
+                               "connection besides the session's, hibernating as it does). "
+                               "The node's `-kernel inet_backend` does not change it. Both "
+                               "run every feature; on socket a pause (the shaper, the delay "
+                               "after a failed authentication) stops reading only after the "
+                               "reads the socket's process has already made, up to active_n "
+                               "of recv_buffer bytes. Measured once, 5,000 idle sessions: "
+                               "15.7 KB of memory per session on socket against 4.7 KB on "
+                               "inet (docs/benchmarks.md, inet_backend)."},
       when_full => #{type => {enum, [wait, stop_listening]}, default => wait,
                      doc => "At max_connections: wait (accepted connections wait for a "
                             "slot, later ones queue in the kernel's backlog) or "
