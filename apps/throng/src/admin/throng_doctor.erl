@@ -39,8 +39,8 @@
 -define(SESSION_BYTES, 5200).
 -define(TLS_SESSION_BYTES, 8000).
 %% What a session costs more on a listener with inet_backend: socket (its
-%% socket's process and the socket NIF's state: 15.7 KB against 4.7 KB,
-%% one run, docs/benchmarks.md).
+%% socket's process and the socket NIF's state: 6.7 and 11.0 KB more in
+%% two pairs of runs, docs/benchmarks.md; the larger).
 -define(SOCKET_EXTRA_BYTES, 11000).
 %% Kernel memory a TCP socket needs at least (its minimum receive and send
 %% buffers under memory pressure: tcp_rmem[0] + tcp_wmem[0]).

@@ -192,9 +192,10 @@ listener_spec() ->
                                "run every feature; on socket a pause (the shaper, the delay "
                                "after a failed authentication) stops reading only after the "
                                "reads the socket's process has already made, up to active_n "
-                               "of recv_buffer bytes. Measured once, 5,000 idle sessions: "
-                               "15.7 KB of memory per session on socket against 4.7 KB on "
-                               "inet (docs/benchmarks.md, inet_backend)."},
+                               "of recv_buffer bytes. Measured at 5,000 idle sessions, two "
+                               "runs each: 13.8 and 15.7 KB of memory per session on socket "
+                               "against 4.7 and 7.2 KB on inet (docs/benchmarks.md, "
+                               "inet_backend)."},
       when_full => #{type => {enum, [wait, stop_listening]}, default => wait,
                      doc => "At max_connections: wait (accepted connections wait for a "
                             "slot, later ones queue in the kernel's backlog) or "
