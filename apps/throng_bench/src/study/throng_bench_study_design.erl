@@ -13,7 +13,7 @@
 -export([load/1, parse/2, runs/1, run_id/2, builtin_names/0, fingerprint/1,
          listen_yaml/1]).
 %% API used by tests: a design from text.
--ignore_xref([{parse, 2}]).
+-ignore_xref([{parse, 2}, {builtin_names, 0}]).
 
 -type setting() :: #{name := binary(), table := binary(), factor := binary(),
                      erl_flags := binary(), listen := [{binary(), binary()}],
