@@ -12,7 +12,8 @@
 # (auth.scram_iterations' default; the SCRAM keys a PLAIN login must derive).
 # THRONG_LISTEN_EXTRA: more YAML lines for the listener (4-space indented),
 # e.g. "    recv_buffer: 1024". THRONG_CONFIG_EXTRA: more top-level YAML
-# lines, e.g. a `modules:' map.
+# lines, e.g. a `modules:' map. THRONG_BENCH_NODE: the node's name (default
+# throngbench@127.0.0.1; `start' first stops a node of that name).
 set -eu
 cmd=${1:-}
 dir=${2:-}
@@ -20,7 +21,7 @@ dir=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"   # THRONG_REL: another release (bench/pair.sh)
 [ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
-export THRONG_NODE=throngbench@127.0.0.1 THRONG_RUN_DIR="$dir" THRONG_CONFIG="$dir/throng.yml"
+export THRONG_NODE="${THRONG_BENCH_NODE:-throngbench@127.0.0.1}" THRONG_RUN_DIR="$dir" THRONG_CONFIG="$dir/throng.yml"
 case "$cmd" in
 start)
     port=${3:-15222}; users=${4:-1000}; contacts=${5:-18}; iterations=${6:-4096}

@@ -264,8 +264,23 @@ settings:
     erl_flags: "+IOt 2"
     listen: {active_n: 1}
 YML
+# A STOP file ends the study after the run in progress; the same command
+# then goes on from there.
+"$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --no-progress \
+    > "$WORK/study-stopped.log" 2>&1 &
+st=$!
+i=0; until [ -d "$WORK/study/runs/baseline-1" ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+touch "$WORK/study/STOP"
+wait $st || true
+made=$(ls "$WORK"/study/runs/*/result.json 2>/dev/null | wc -l)
+if grep -q "stopped on request" "$WORK/study-stopped.log" && [ "$made" -eq 1 ]; then
+    ok "throng-bench study: a STOP file ends it after the run in progress"
+else
+    fail "throng-bench study STOP: $made run(s) made: $(tail -5 "$WORK/study-stopped.log")"
+fi
 if "$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --no-progress \
         > "$WORK/study.log" 2>&1 &&
+   grep -q "1 of 4 runs already made" "$WORK/study.log" &&
    out=$($PY - "$WORK/study" <<'PY'
 import json, sys, os
 d = sys.argv[1]
@@ -285,7 +300,7 @@ assert 'Figure 5' in html and '<svg' in html
 print('%d runs, ratio %.3f' % (len(runs), s['ratio']['ratio']))
 PY
 ); then
-    ok "throng-bench study: 2 settings x 2 repeats on fresh nodes, spread, effects, ratio: $out"
+    ok "throng-bench study resumed: 2 settings x 2 repeats on fresh nodes, spread, effects, ratio: $out"
 else
     fail "throng-bench study: ${out:-$(tail -20 "$WORK/study.log")}"
 fi

@@ -198,3 +198,62 @@ summary_test() ->
     ?assertNot(lists:any(fun(R) -> maps:is_key(<<"series">>, R) end, maps:get(runs, S))),
     Text = unicode:characters_to_binary(throng_bench_study_report:text(S#{ratio => null})),
     ?assertNotEqual(nomatch, binary:match(Text, <<"4 of 4 runs made">>)).
+
+%%% sysctls: put back after a run, and after a run that was killed
+
+sysctl_root() ->
+    Root = filename:join("/tmp", "throng_bench_study_tests-sysctl-" ++ os:getpid()),
+    ok = filelib:ensure_dir(filename:join([Root, "net", "ipv4", "x"])),
+    ok = file:write_file(filename:join([Root, "net", "ipv4", "tcp_sack"]), "1\n"),
+    Root.
+
+read_sack(Root) ->
+    {ok, V} = file:read_file(filename:join([Root, "net", "ipv4", "tcp_sack"])),
+    V.
+
+sysctl_put_back_after_a_run_test() ->
+    Root = sysctl_root(),
+    Journal = filename:join(Root, "journal"),
+    try
+        ?assertEqual(ok, throng_bench_study_sysctl:writable(Root, <<"net.ipv4.tcp_sack">>)),
+        ?assertMatch({error, _}, throng_bench_study_sysctl:writable(Root, <<"net.ipv4.nothing">>)),
+        Seen = throng_bench_study_sysctl:with(Root, Journal, [{<<"net.ipv4.tcp_sack">>, <<"0">>}],
+                                              fun() -> {read_sack(Root), filelib:is_regular(Journal)} end),
+        ?assertEqual({<<"0">>, true}, Seen),
+        ?assertEqual(<<"1">>, read_sack(Root)),
+        ?assertNot(filelib:is_regular(Journal)),
+        %% a run that crashes: the value comes back too
+        ?assertError(boom, throng_bench_study_sysctl:with(Root, Journal, [{<<"net.ipv4.tcp_sack">>, <<"0">>}],
+                                                          fun() -> error(boom) end)),
+        ?assertEqual(<<"1">>, read_sack(Root))
+    after
+        file:del_dir_r(Root)
+    end.
+
+sysctl_recovered_after_a_killed_run_test() ->
+    Root = sysctl_root(),
+    Journal = filename:join(Root, "journal"),
+    try
+        %% a study process killed in the middle of its run
+        {Pid, Ref} = spawn_monitor(fun() ->
+                                           throng_bench_study_sysctl:with(
+                                             Root, Journal, [{<<"net.ipv4.tcp_sack">>, <<"0">>}],
+                                             fun() -> timer:sleep(infinity) end)
+                                   end),
+        wait_until(fun() -> read_sack(Root) =:= <<"0">> end),
+        exit(Pid, kill),
+        receive {'DOWN', Ref, process, Pid, killed} -> ok end,
+        ?assertEqual(<<"0">>, read_sack(Root)),
+        ?assertEqual([{<<"net.ipv4.tcp_sack">>, <<"1">>}], throng_bench_study_sysctl:recover(Root, Journal)),
+        ?assertEqual(<<"1">>, read_sack(Root)),
+        ?assertEqual([], throng_bench_study_sysctl:recover(Root, Journal))
+    after
+        file:del_dir_r(Root)
+    end.
+
+wait_until(F) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(10), wait_until(F)
+    end.
+

@@ -26,6 +26,10 @@
 
 -define(START_TIMEOUT, 600000).
 -define(PORT_FREE_TIMEOUT, 60000).
+-define(SYSCTL_ROOT, "/proc/sys").
+%% Create this file in the study's directory to end the study after the
+%% run in progress (the same command resumes it).
+-define(STOP_FILE, "STOP").
 
 %% @doc Run (or resume) a study; returns the exit status: 0 every run
 %% completed, 1 some runs failed, 3 none could be made.
@@ -42,6 +46,12 @@ run(Opts) ->
     Out = maps:get(out, Opts, "study-" ++ binary_to_list(maps:get(name, Design))),
     ok = filelib:ensure_dir(filename:join(Out, "x")),
     check_resumable(Out, Design),
+    case throng_bench_study_sysctl:recover(?SYSCTL_ROOT, journal(Out)) of
+        [] -> ok;
+        Back -> io:format(standard_error, "study: an interrupted run had changed sysctls; put back: ~ts~n",
+                          [lists:join(", ", [[K, " = ", V] || {K, V} <- Back])])
+    end,
+    _ = file:delete(filename:join(Out, ?STOP_FILE)),
     preflight(Design),
     Runs = throng_bench_study_design:runs(Design),
     Done0 = [Id || {S, R} <- Runs, Id <- [throng_bench_study_design:run_id(S, R)],
@@ -52,14 +62,10 @@ run(Opts) ->
                        [maps:get(name, Design), Out, length(Done0), length(Runs)])
     end,
     T0 = erlang:monotonic_time(second),
-    Todo = [{I, S, R} || {I, {S, R}} <- lists:enumerate(Runs),
-                         not lists:member(throng_bench_study_design:run_id(S, R), Done0)],
-    lists:foreach(fun({K, {I, S, R}}) ->
-                          announce(Design, I, length(Runs), K, length(Todo), S, R, T0),
-                          one(Design, S, R, I, Out, Opts),
-                          throng_bench_study_report:write(Out, Design)
-                  end, lists:enumerate(Todo)),
-    Ratio = case {maps:get(ratio, Design), maps:get(no_ratio, Opts, false)} of
+    Todo = lists:enumerate([{I, S, R} || {I, {S, R}} <- lists:enumerate(Runs),
+                                         not lists:member(throng_bench_study_design:run_id(S, R), Done0)]),
+    Stopped = runs(Todo, Design, length(Runs), T0, Out, Opts),
+    Ratio = case {maps:get(ratio, Design), maps:get(no_ratio, Opts, false) orelse Stopped} of
                 {false, _} -> skipped;
                 {_, true} -> skipped;
                 {R, false} -> ratio(Design, R, Out, Opts)
@@ -75,6 +81,26 @@ run(Opts) ->
         Failed =/= []; Ratio =:= failed -> 1;
         true -> 0
     end.
+
+%% The runs still to make, one after another; true when OUT/STOP ended
+%% them early.
+runs([], _Design, _Total, _T0, _Out, _Opts) -> false;
+runs([{K, {I, S, R}} | Rest], Design, Total, T0, Out, Opts) ->
+    Stop = filename:join(Out, ?STOP_FILE),
+    case filelib:is_regular(Stop) of
+        true ->
+            _ = file:delete(Stop),
+            io:format(standard_error, "~nstudy: stopped on request (~ts) before run ~b of ~b; "
+                      "the same command resumes it~n", [Stop, I, Total]),
+            true;
+        false ->
+            announce(Design, I, Total, K, K + length(Rest), S, R, T0),
+            one(Design, S, R, I, Out, Opts),
+            _ = throng_bench_study_report:write(Out, Design),
+            runs(Rest, Design, Total, T0, Out, Opts)
+    end.
+
+journal(Out) -> filename:join(Out, "sysctl-journal").
 
 %% --only NAME,... and --repeats N narrow a design without editing it.
 restrict(D = #{settings := Ss}, Opts) ->
@@ -131,7 +157,7 @@ preflight(Design = #{settings := Ss, port := Port}) ->
         _ -> ok
     end,
     lists:foreach(fun(#{name := N, sysctl := Sys}) ->
-                          [case writable(K) of
+                          [case throng_bench_study_sysctl:writable(?SYSCTL_ROOT, K) of
                                ok -> ok;
                                {error, Why} ->
                                    throw({fatal, io_lib:format("setting ~ts: cannot set ~ts: ~ts",
@@ -161,7 +187,8 @@ one(Design, Setting, Rep, Index, Out, Opts) ->
     ok = filelib:ensure_dir(filename:join(Dir, "x")),
     Work = filename:join(["/tmp", "throng-study-" ++ os:getpid(), binary_to_list(Id)]),
     Started = erlang:system_time(second),
-    Result = with_sysctls(maps:get(sysctl, Setting), fun() -> measure(Design, Setting, Index, Dir, Work, Opts) end),
+    Result = throng_bench_study_sysctl:with(?SYSCTL_ROOT, journal(Out), maps:get(sysctl, Setting),
+                                            fun() -> measure(Design, Setting, Index, Dir, Work, Opts) end),
     _ = file:del_dir_r(Work),
     Final = Result#{id => Id, setting => maps:get(name, Setting), repeat => Rep,
                     table => maps:get(table, Setting), started_at => Started},
@@ -386,7 +413,8 @@ stop_command(#{stop_cmd := C}) -> C.
 start_server(Design, Setting, Work, Dir) ->
     ok = filelib:ensure_dir(filename:join(Work, "x")),
     Cmd = expand(start_command(Design), Design, Work),
-    Env = [{"ERL_FLAGS", binary_to_list(maps:get(erl_flags, Setting))},
+    Env = [{"THRONG_BENCH_NODE", node_name(Design)},
+           {"ERL_FLAGS", binary_to_list(maps:get(erl_flags, Setting))},
            {"THRONG_LISTEN_EXTRA", binary_to_list(throng_bench_study_design:listen_yaml(Setting))},
            {"THRONG_CONFIG_EXTRA", binary_to_list(maps:get(config, Setting))}],
     Log = filename:join(Dir, "server-start.log"),
@@ -407,9 +435,14 @@ start_server(Design, Setting, Work, Dir) ->
                                                    "(see ~ts)", [Code, Log]))}
     end.
 
+%% The study's nodes are named after its port: a study never stops another
+%% study's node, nor the node of bench/*.sh scripts (throngbench@).
+node_name(#{port := Port}) -> "throngstudy" ++ integer_to_list(Port) ++ "@127.0.0.1".
+
 stop_server(Design, Work, Dir) ->
     Cmd = expand(stop_command(Design), Design, Work),
-    _ = shell(Cmd ++ " 2>>'" ++ filename:join(Dir, "server-start.log") ++ "'", [], 120000),
+    _ = shell(Cmd ++ " 2>>'" ++ filename:join(Dir, "server-start.log") ++ "'",
+              [{"THRONG_BENCH_NODE", node_name(Design)}], 120000),
     wait_port(maps:get(port, Design), false, ?PORT_FREE_TIMEOUT) orelse
         io:format(standard_error, "throng-bench: port ~b still in use after the server's stop~n",
                   [maps:get(port, Design)]),
@@ -455,33 +488,6 @@ wait_port1(Port, Want, Deadline) ->
             end
     end.
 
-%%% sysctl
-
-sysctl_path(Name) ->
-    "/proc/sys/" ++ string:replace(binary_to_list(Name), ".", "/", all).
-
-writable(Name) ->
-    Path = flat(sysctl_path(Name)),
-    case file:read_file(Path) of
-        {ok, Old} ->
-            case file:write_file(Path, Old) of
-                ok -> ok;
-                {error, R} -> {error, io_lib:format("~ts is not writable here (~s)", [Path, R])}
-            end;
-        {error, R} -> {error, io_lib:format("~ts cannot be read (~s)", [Path, R])}
-    end.
-
-%% Set the sysctls, run F, and put the old values back whatever F does.
-with_sysctls([], F) -> F();
-with_sysctls(Sys, F) ->
-    Old = [{K, element(2, {ok, _} = file:read_file(flat(sysctl_path(K))))} || {K, _} <- Sys],
-    try
-        [ok = file:write_file(flat(sysctl_path(K)), V) || {K, V} <- Sys],
-        F()
-    after
-        [file:write_file(flat(sysctl_path(K)), V) || {K, V} <- Old]
-    end.
-
 result_file(Out, Id) -> filename:join([Out, "runs", Id, "result.json"]).
 
 %%% The ratio of routed messages to echo round trips
@@ -498,7 +504,7 @@ ratio(Design, R = #{users := Users, size := Size, think_ms := Think, duration_ms
             Scenario = filename:join(Dir, "chat.yml"),
             ok = file:write_file(Scenario, chat_scenario(Design, R)),
             Baseline = hd(maps:get(settings, Design)),
-            Chat = with_sysctls(maps:get(sysctl, Baseline),
+            Chat = throng_bench_study_sysctl:with(?SYSCTL_ROOT, journal(Out), maps:get(sysctl, Baseline),
                                 fun() -> chat(Design#{population => Users}, Baseline, Scenario,
                                               filename:join(Dir, "chat"), Opts, Think, Dur) end),
             Echo = echo(Users, Size, Dir),
