@@ -289,7 +289,7 @@ count_close(_) -> ok.
 %% storage, with the unacknowledged stanzas of XEP-0198). No stream error:
 %% the client is not reading, and a write would only wait. The stanzas are
 %% counted after every event, the bytes as throng_c2s_io:backlog/1 says
-%% (past 32 stanzas, at least every 100 ms of events).
+%% (past 32 stanzas, at least once a second of events).
 check_backlog(#d{lref = LRef} = D) ->
     #{opts := #{max_queued_stanzas := MaxStanzas, max_queued_bytes := MaxBytes}} =
         throng_c2s_io:opts(LRef),

@@ -265,10 +265,11 @@ listener_spec() ->
                                    "as past max_queued_stanzas. Counting them walks the whole "
                                    "queue, so they are counted after each of the session's "
                                    "events while at most 32 stanzas wait, then at its first "
-                                   "event 100 ms after the last count, or sooner when the "
-                                   "stanzas queued since would pass this bound at the size "
-                                   "last counted: a queue may pass it by what comes for the "
-                                   "client in those 100 ms."},
+                                   "event a second after the last count, or sooner when the "
+                                   "queue has doubled since or its stanzas would pass this "
+                                   "bound at the size last counted: a queue passes it "
+                                   "unseen only with stanzas larger than those counted, and "
+                                   "for at most that second."},
       hibernate_after => #{type => {int, 0, 3600000}, default => 0,
                            doc => "Milliseconds of inactivity after which a connection "
                                   "process hibernates (a full garbage collection that "
