@@ -297,6 +297,8 @@ lines = open(os.path.join(d, 'runs.csv')).read().splitlines()
 assert len(lines) == 5, lines
 html = open(os.path.join(d, 'report.html'), encoding='utf-8').read()
 assert 'Figure 5' in html and '<svg' in html
+md = open(os.path.join(d, 'tables.md'), encoding='utf-8').read()
+assert '| `sack_flip` | 2 |' in md and 'Effects against `baseline`' in md, md
 print('%d runs, ratio %.3f' % (len(runs), s['ratio']['ratio']))
 PY
 ); then

@@ -115,6 +115,8 @@ spec("study") ->
      {"only", only, string, undefined, "run only these settings, e.g. baseline,sack_off"},
      {"repeats", repeats, pos_int, undefined, "repeats of every setting (default: the design's)"},
      {"no-ratio", no_ratio, flag, false, "skip the routed-messages vs TCP echo measurement"},
+     {"report", report_only, flag, false,
+      "only write the results again from the runs made (no run)"},
      {"no-progress", no_progress, flag, false, "no live progress line on stderr"}];
 spec("echo") -> ?ECHO_OPTS;
 spec("flow") -> ?ECHO_OPTS;

@@ -197,7 +197,11 @@ summary_test() ->
     ?assertMatch(#{diff := 95.0, ci95 := null}, maps:get(peak_sessions, maps:get(effect, B))),
     ?assertNot(lists:any(fun(R) -> maps:is_key(<<"series">>, R) end, maps:get(runs, S))),
     Text = unicode:characters_to_binary(throng_bench_study_report:text(S#{ratio => null})),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"4 of 4 runs made">>)).
+    ?assertNotEqual(nomatch, binary:match(Text, <<"4 of 4 runs made">>)),
+    Md = unicode:characters_to_binary(throng_bench_study_report:markdown(S#{ratio => null})),
+    %% a's two runs: 105 ± t(1) * 7.07 / sqrt(2) = 105 ± 63.5
+    ?assertNotEqual(nomatch, binary:match(Md, <<"| `a` | 2 | 105±64 | 4000±0 |"/utf8>>)),
+    ?assertNotEqual(nomatch, binary:match(Md, <<"| `b` | +95 (+90.5%) |">>)).
 
 %%% sysctls: put back after a run, and after a run that was killed
 

@@ -46,6 +46,19 @@ run(Opts) ->
     Out = maps:get(out, Opts, "study-" ++ binary_to_list(maps:get(name, Design))),
     ok = filelib:ensure_dir(filename:join(Out, "x")),
     check_resumable(Out, Design),
+    case maps:get(report_only, Opts, false) of
+        true -> report(Out, Design), 0;
+        false -> study(Design, Out, Opts)
+    end.
+
+%% --report: the results files again from the runs made (after an
+%% interruption, or with a newer throng-bench), no run made.
+report(Out, Design) ->
+    Summary = throng_bench_study_report:write(Out, Design),
+    io:format("~ts", [throng_bench_study_report:text(Summary)]),
+    io:format("results in ~ts/ (report.html, summary.json, runs.csv, tables.md)~n", [Out]).
+
+study(Design, Out, Opts) ->
     case throng_bench_study_sysctl:recover(?SYSCTL_ROOT, journal(Out)) of
         [] -> ok;
         Back -> io:format(standard_error, "study: an interrupted run had changed sysctls; put back: ~ts~n",
@@ -72,7 +85,7 @@ run(Opts) ->
             end,
     Summary = throng_bench_study_report:write(Out, Design),
     io:format("~ts", [throng_bench_study_report:text(Summary)]),
-    io:format("results in ~ts/ (report.html, summary.json, runs.csv)~n", [Out]),
+    io:format("results in ~ts/ (report.html, summary.json, runs.csv, tables.md)~n", [Out]),
     #{runs := Results} = Summary,
     Failed = [X || X = #{ok := false} <- Results],
     if

@@ -7,9 +7,9 @@
 %% report of an interrupted study is that of the runs it made.
 -module(throng_bench_study_report).
 
--export([write/2, summarize/2, text/1, csv_columns/0]).
+-export([write/2, summarize/2, text/1, markdown/1, csv_columns/0]).
 %% API used by tests: the summary of a set of runs.
--ignore_xref([{summarize, 2}, {csv_columns, 0}]).
+-ignore_xref([{summarize, 2}, {csv_columns, 0}, {markdown, 1}]).
 
 -define(METRICS, [peak_sessions, memory_per_session, cpu_user_ms_per_login,
                   cpu_sys_ms_per_login, delivery_p99_ms, login_p99_ms]).
@@ -29,6 +29,7 @@ write(Out, Design) ->
     ok = file:write_file(filename:join(Out, "summary.json"),
                          throng_bench_out:encode_json(maps:remove(series, Summary))),
     ok = file:write_file(filename:join(Out, "runs.csv"), csv(Runs)),
+    ok = file:write_file(filename:join(Out, "tables.md"), unicode:characters_to_binary(markdown(Summary))),
     %% the page mixes UTF-8 binaries (names from the design) and character
     %% lists (± ×): one UTF-8 binary
     ok = file:write_file(filename:join(Out, "report.html"),
@@ -133,6 +134,67 @@ fmt_num(V, Dec) -> float_to_list(float(V), [{decimals, Dec}]).
 reasons(By) ->
     lists:join(", ", [[R, " ×", integer_to_list(C)] || {R, C} <- lists:sort(maps:to_list(By))]).
 
+%%% tables.md
+
+%% @doc The paper's tables and the effects as Markdown (OUT/tables.md: what
+%% docs/study.md shows, made by the study itself).
+-spec markdown(map()) -> iodata().
+markdown(#{settings := Ss, runs := Runs, runs_planned := Planned, baseline := Base, ratio := Ratio}) ->
+    Tables = lists:foldl(fun(#{table := T}, Acc) ->
+                                 case lists:member(T, Acc) of true -> Acc; false -> Acc ++ [T] end
+                         end, [], Ss),
+    Cols = [{peak_sessions, 0}, {memory_per_session, 0}, {cpu_user_ms_per_login, 2},
+            {cpu_sys_ms_per_login, 2}, {delivery_p99_ms, 1}, {login_p99_ms, 1}],
+    [io_lib:format("~b of ~b runs made. Mean ± half-width of the 95% interval (Student's t) over "
+                   "the runs of a setting.~n~n", [length(Runs), Planned]),
+     [[io_lib:format("**~ts**~n~n", [T]),
+       "| setting | runs | peak sessions | bytes / session | user ms / login | system ms / login "
+       "| delivery p99 ms | login p99 ms | stopped by |
+",
+       "|---|---|---|---|---|---|---|---|---|
+",
+       [["| `", N, "` | ", integer_to_list(Ok), " | ",
+         lists:join(" | ", [mean_ci(M, K, D) || {K, D} <- Cols]), " | ", reasons(By), " |
+"]
+        || #{name := N, table := T1, ok_runs := Ok, metrics := M, stopped_by := By} <- Ss, T1 =:= T],
+       "
+"] || T <- Tables],
+     io_lib:format("**Effects against `~ts`** (difference of the means ± Welch's 95% interval, "
+                   "in % of the baseline; in bold where the interval excludes 0)~n~n", [Base]),
+     "| setting | peak sessions | bytes / session | user ms / login | system ms / login "
+     "| delivery p99 ms | login p99 ms |
+|---|---|---|---|---|---|---|
+",
+     [["| `", N, "` | ",
+       lists:join(" | ", [md_effect(maps:get(K, Eff), D) || {K, D} <- Cols]), " |
+"]
+      || #{name := N, effect := Eff} <- Ss, Eff =/= null],
+     case Ratio of
+         #{<<"ratio">> := X} when is_number(X) ->
+             #{<<"chat">> := #{<<"msgs_per_s">> := C}, <<"echo">> := #{<<"round_trips_per_s">> := E},
+               <<"users">> := U, <<"size">> := Sz} = Ratio,
+             io_lib:format("~n**Routed chat messages against TCP echo round trips** (~b connections, "
+                           "~b-byte messages): ~b messages/s routed, ~b round trips/s: ratio ~.3f~n",
+                           [U, Sz, round(C), round(E), float(X)]);
+         _ -> ""
+     end].
+
+md_effect(#{diff := null}, _) -> "-";
+md_effect(E, Dec) ->
+    Txt = effect_text(E, Dec),
+    case maps:get(significant, E) of
+        true -> ["**", Txt, "**"];
+        _ -> Txt
+    end.
+
+effect_text(#{diff := D, pct := P, ci95 := Ci}, Dec) ->
+    [case D >= 0 of true -> "+"; false -> "" end, fmt_num(D, Dec),
+     case Ci of null -> ""; _ -> ["±", fmt_num(Ci, Dec)] end,
+     case P of
+         null -> "";
+         _ -> io_lib:format(" (~ts~.1f%)", [case P >= 0 of true -> "+"; false -> "" end, float(P)])
+     end].
+
 %%% report.html
 
 html(Design, S = #{settings := Ss, series := Series}) ->
@@ -199,10 +261,8 @@ effects_html(Ss) ->
      "</table>\n"].
 
 effect_cell(#{diff := null}, _) -> "-";
-effect_cell(#{diff := D, pct := P, ci95 := Ci, significant := Sig}, Dec) ->
-    Txt = [case D >= 0 of true -> "+"; false -> "" end, fmt_num(D, Dec),
-           case Ci of null -> ""; _ -> ["±", fmt_num(Ci, Dec)] end,
-           case P of null -> ""; _ -> io_lib:format(" (~ts~.1f%)", [case P >= 0 of true -> "+"; false -> "" end, float(P)]) end],
+effect_cell(E = #{significant := Sig}, Dec) ->
+    Txt = effect_text(E, Dec),
     case Sig of
         true -> ["<span class=\"sig\">", Txt, "</span>"];
         _ -> Txt
