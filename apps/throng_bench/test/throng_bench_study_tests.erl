@@ -142,28 +142,37 @@ t95_test() ->
 %%% A run's figures
 
 run_result_test() ->
-    Rows = [#{t => 1.0, sessions => 0, users_logged_in => 0, server_rss_bytes => 1000000,
-              server_cpu_pct => 50.0, server_sys_pct => 10.0},
-            #{t => 2.0, sessions => 100, users_logged_in => 100, server_rss_bytes => 1400000,
-              server_cpu_pct => 100.0, server_sys_pct => 20.0},
-            #{t => 3.0, sessions => 60, users_logged_in => 100, server_rss_bytes => 1500000,
-              server_cpu_pct => 100.0, server_sys_pct => 20.0}],
-    Summary = #{stop => #{reason => <<"population">>, detail => <<"d">>},
+    %% 20 s of ramp: 100 sessions more each second, RSS 4,000 bytes per
+    %% session above 1 MB (with one odd sample), CPU 50% of which 10% system;
+    %% the stop rule fires at 20 s; then the users leave and RSS jumps (the
+    %% leave storm is not part of the figures)
+    Ramp = [#{t => float(T), sessions => 100 * T, users_logged_in => 100 * T,
+              server_rss_bytes => 1000000 + 4000 * 100 * T + case T of 17 -> 300000; _ -> 0 end,
+              server_cpu_pct => 50.0, server_sys_pct => 10.0} || T <- lists:seq(1, 20)],
+    After = [#{t => 21.0, sessions => 2010, users_logged_in => 2010, server_rss_bytes => 90000000,
+               server_cpu_pct => 100.0, server_sys_pct => 50.0},
+             #{t => 22.0, sessions => 100, users_logged_in => 2010, server_rss_bytes => 95000000,
+               server_cpu_pct => 100.0, server_sys_pct => 50.0}],
+    Summary = #{stop => #{reason => <<"population">>, detail => <<"d">>, at_s => 20.0},
                 latency_ms => #{delivery => #{p99 => 3.5}, login => #{p99 => 7.0}},
                 errors => #{total => 2}, messages => #{lost => 0}},
-    R = throng_bench_study:run_result(stopped, Summary, Rows, #{rss0 => 1000000, fd_limit => 20000}),
-    ?assertMatch(#{ok := true, peak_sessions := 100, peak_at_s := 2.0, stop_reason := <<"population">>,
-                   delivery_p99_ms := 3.5, login_p99_ms := 7.0, errors := 2, logins := 100}, R),
-    %% (1,400,000 - 1,000,000) / 100
-    ?assertEqual(4000.0, maps:get(memory_per_session, R)),
-    %% CPU to the peak: 0.5 + 1.0 s, of which 0.1 + 0.2 s system, over 100 logins
-    ?assert(abs(maps:get(cpu_user_ms_per_login, R) - 12.0) < 1.0e-9),
-    ?assert(abs(maps:get(cpu_sys_ms_per_login, R) - 3.0) < 1.0e-9),
+    R = throng_bench_study:run_result(stopped, Summary, Ramp ++ After,
+                                      #{rss0 => 1000000, fd_limit => 20000}),
+    ?assertMatch(#{ok := true, peak_sessions := 2000, peak_at_s := 20.0, stop_reason := <<"population">>,
+                   delivery_p99_ms := 3.5, login_p99_ms := 7.0, errors := 2, logins := 2000}, R),
+    %% the slope over 10-90% of the peak: close to 4,000 despite the odd sample
+    ?assert(abs(maps:get(memory_per_session, R) - 4000) < 100),
+    %% the one sample at the peak: (9,000,000 - 1,000,000) / 2,000
+    ?assertEqual(4000.0, maps:get(memory_per_session_at_peak, R)),
+    %% CPU to the peak: 20 s at 50% = 10 s, 2 s of it system, over 2,000 logins
+    ?assert(abs(maps:get(cpu_user_ms_per_login, R) - 4.0) < 1.0e-9),
+    ?assert(abs(maps:get(cpu_sys_ms_per_login, R) - 1.0) < 1.0e-9),
     ?assertMatch(#{ok := false}, throng_bench_study:run_result(aborted, #{error => <<"x">>}, [], #{})),
     ?assertMatch(#{ok := false, error := <<"the run recorded no rows">>},
                  throng_bench_study:run_result(stopped, Summary, [], #{rss0 => 1, fd_limit => 1})),
-    ?assertMatch(#{stop_reason := <<"deadline">>},
-                 throng_bench_study:run_result(complete, maps:remove(stop, Summary), Rows,
+    %% without a stop (the deadline) every row counts: the later peak
+    ?assertMatch(#{stop_reason := <<"deadline">>, peak_sessions := 2010},
+                 throng_bench_study:run_result(complete, maps:remove(stop, Summary), Ramp ++ After,
                                                #{rss0 => 1, fd_limit => infinity})).
 
 read_csv_test() ->

@@ -54,6 +54,10 @@ run(Opts) ->
 %% --report: the results files again from the runs made (after an
 %% interruption, or with a newer throng-bench), no run made.
 report(Out, Design) ->
+    Redone = [rederive(Out, throng_bench_study_design:run_id(S, R))
+              || {S, R} <- throng_bench_study_design:runs(Design)],
+    io:format(standard_error, "study: the figures of ~b run(s) derived again from their files~n",
+              [length([x || true <- Redone])]),
     Summary = throng_bench_study_report:write(Out, Design),
     io:format("~ts", [throng_bench_study_report:text(Summary)]),
     io:format("results in ~ts/ (report.html, summary.json, runs.csv, tables.md)~n", [Out]).
@@ -191,6 +195,38 @@ announce(#{name := DName}, I, Total, K, Todo, #{name := N, table := Tb}, R, T0) 
     io:format(standard_error, "~n== study ~ts: run ~b/~b: ~ts, repeat ~b (~ts); ~ts elapsed~ts~n",
               [DName, I, Total, N, R, Tb, throng_bench_units:format_ms(Elapsed * 1000), Eta]).
 
+%% A run's figures derived again from its summary.json and timeseries.csv
+%% (and the samples its result.json kept), so that a better analysis
+%% applies to the runs of earlier studies too.
+rederive(Out, Id) ->
+    Dir = filename:join([Out, "runs", binary_to_list(Id)]),
+    case {file:read_file(result_file(Out, Id)), file:read_file(filename:join(Dir, "summary.json"))} of
+        {{ok, ResBin}, {ok, SumBin}} ->
+            Old = atomize(jiffy:decode(ResBin, [return_maps])),
+            case Old of
+                #{ok := true, status := St, server_rss0 := Rss0, fd_limit := Fd} ->
+                    Summary = atomize(jiffy:decode(SumBin, [return_maps])),
+                    New = run_result(binary_to_atom(St), Summary,
+                                     read_csv(filename:join(Dir, "timeseries.csv")),
+                                     #{rss0 => undefined_if_null(Rss0),
+                                       fd_limit => case Fd of null -> infinity; _ -> Fd end}),
+                    Keep = maps:with([id, setting, repeat, table, started_at], Old),
+                    ok = file:write_file(result_file(Out, Id),
+                                         throng_bench_out:encode_json(maps:merge(New, Keep))),
+                    true;
+                _ -> false
+            end;
+        _ -> false
+    end.
+
+atomize(M) when is_map(M) ->
+    maps:from_list([{binary_to_atom(K), atomize(V)} || {K, V} <- maps:to_list(M)]);
+atomize(L) when is_list(L) -> [atomize(X) || X <- L];
+atomize(V) -> V.
+
+undefined_if_null(null) -> undefined;
+undefined_if_null(V) -> V.
+
 %%% One run
 
 one(Design, Setting, Rep, Index, Out, Opts) ->
@@ -290,7 +326,14 @@ run_result(Status, Summary, Rows, #{rss0 := Rss0, fd_limit := FdLimit}) ->
                _ -> #{stop_reason => <<"deadline">>,
                       stop_detail => <<"the run's duration passed without a limit">>}
            end,
-    case Rows of
+    %% The ramp ends where the stop rule fired: after it the users leave
+    %% together, and that storm (every presence going out at once) is no
+    %% part of holding sessions.
+    Ramp0 = case maps:get(stop, Summary, null) of
+                #{at_s := At} -> [R || R <- Rows, num(t, R) =< At];
+                _ -> Rows
+            end,
+    case Ramp0 of
         [] -> #{ok => false, status => Status, error => <<"the run recorded no rows">>};
         _ ->
             Peak = lists:foldl(fun(R, Best) ->
@@ -298,9 +341,9 @@ run_result(Status, Summary, Rows, #{rss0 := Rss0, fd_limit := FdLimit}) ->
                                            true -> R;
                                            false -> Best
                                        end
-                               end, hd(Rows), Rows),
+                               end, hd(Ramp0), Ramp0),
             PeakT = num(t, Peak),
-            Ramp = [R || R <- Rows, num(t, R) =< PeakT],
+            Ramp = [R || R <- Ramp0, num(t, R) =< PeakT],
             {Cpu, Sys} = cpu_seconds(Ramp),
             Sessions = num(sessions, Peak),
             Logins = num(users_logged_in, Peak),
@@ -321,7 +364,8 @@ run_result(Status, Summary, Rows, #{rss0 := Rss0, fd_limit := FdLimit}) ->
                                       false -> <<"no session was ever held">>
                                   end,
                          peak_sessions => round(Sessions), peak_at_s => PeakT,
-                         memory_per_session =>
+                         memory_per_session => rss_slope(Ramp, Sessions),
+                         memory_per_session_at_peak =>
                              case is_number(RssPeak) andalso is_number(Rss0) andalso Sessions > 0 of
                                  true -> (RssPeak - Rss0) / Sessions;
                                  false -> null
@@ -337,6 +381,28 @@ run_result(Status, Summary, Rows, #{rss0 := Rss0, fd_limit := FdLimit}) ->
                          errors => maps:get(total, maps:get(errors, Summary, #{}), 0),
                          messages_lost => maps:get(lost, maps:get(messages, Summary, #{}), 0),
                          series => series(Rows)})
+    end.
+
+%% Bytes of server RSS per session added: the least-squares slope of RSS
+%% on sessions over the seconds of the ramp between 10% and 90% of the peak
+%% (the node's start and the last seconds before the limit left out). One
+%% sample of RSS at the peak depends on what the allocators did just then;
+%% the slope over a hundred samples does not.
+rss_slope(Ramp, Peak) ->
+    Pts = [{num(sessions, R), Rss} || R <- Ramp, Rss <- [maps:get(server_rss_bytes, R, undefined)],
+                                      is_number(Rss), num(sessions, R) >= 0.1 * Peak,
+                                      num(sessions, R) =< 0.9 * Peak],
+    case length(Pts) >= 5 of
+        false -> null;
+        true ->
+            N = length(Pts),
+            Mx = lists:sum([X || {X, _} <- Pts]) / N,
+            My = lists:sum([Y || {_, Y} <- Pts]) / N,
+            Sxx = lists:sum([(X - Mx) * (X - Mx) || {X, _} <- Pts]),
+            case Sxx == 0 of
+                true -> null;
+                false -> lists:sum([(X - Mx) * (Y - My) || {X, Y} <- Pts]) / Sxx
+            end
     end.
 
 %% The server's CPU seconds (all, system) over rows: each row's percent

@@ -80,6 +80,7 @@ stop_reasons(Runs) ->
 csv_columns() ->
     [<<"id">>, <<"setting">>, <<"repeat">>, <<"table">>, <<"ok">>, <<"status">>,
      <<"stop_reason">>, <<"peak_sessions">>, <<"peak_at_s">>, <<"memory_per_session">>,
+     <<"memory_per_session_at_peak">>,
      <<"cpu_user_ms_per_login">>, <<"cpu_sys_ms_per_login">>, <<"logins">>,
      <<"delivery_p99_ms">>, <<"login_p99_ms">>, <<"errors">>, <<"messages_lost">>,
      <<"server_rss0">>, <<"server_rss_peak">>, <<"fd_limit">>, <<"started_at">>, <<"error">>].
