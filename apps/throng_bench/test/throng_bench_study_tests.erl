@@ -70,7 +70,13 @@ fingerprint_ignores_texts_and_repeats_test() ->
     {ok, D2} = design("name: other\nrepeats: 5\ndescription: x\n" ++ tl(lists:dropwhile(fun(C) -> C =/= $\n end, minimal()))),
     {ok, D3} = design(minimal() ++ "rate: 50\n"),
     ?assertEqual(?D:fingerprint(D), ?D:fingerprint(D2)),
-    ?assertNotEqual(?D:fingerprint(D), ?D:fingerprint(D3)).
+    ?assertNotEqual(?D:fingerprint(D), ?D:fingerprint(D3)),
+    ?assertEqual(?D:base_fingerprint(D), ?D:base_fingerprint(D2)),
+    ?assertNotEqual(?D:base_fingerprint(D), ?D:base_fingerprint(D3)),
+    %% a setting's own: its flags count, its texts do not
+    [A, B] = maps:get(settings, D),
+    ?assertEqual(?D:setting_fingerprint(A), ?D:setting_fingerprint(A#{table => <<"x">>, factor => <<"y">>})),
+    ?assertNotEqual(?D:setting_fingerprint(B), ?D:setting_fingerprint(B#{erl_flags => <<"+IOt 1">>})).
 
 %%% The stop rule
 

@@ -45,7 +45,7 @@ run(Opts) ->
     Design = restrict(Design0, Opts),
     Out = maps:get(out, Opts, "study-" ++ binary_to_list(maps:get(name, Design))),
     ok = filelib:ensure_dir(filename:join(Out, "x")),
-    check_resumable(Out, Design),
+    check_resumable(Out, Design0, Design),
     case maps:get(report_only, Opts, false) of
         true -> report(Out, Design), 0;
         false -> study(Design, Out, Opts)
@@ -137,23 +137,42 @@ restrict(D = #{settings := Ss}, Opts) ->
     end.
 
 %% A study directory belongs to one design: resuming with a design that
-%% measures differently would mix incomparable runs.
-check_resumable(Out, Design) ->
+%% measures differently would mix incomparable runs. The same population,
+%% rate, scenario and stop rule are needed; a setting already in the study
+%% must be the same; --only (some settings) and new settings are fine.
+%% (A study.json of before per-setting fingerprints holds one fingerprint of
+%% the whole design: the whole design must then be the same.)
+check_resumable(Out, Full, Design) ->
     File = filename:join(Out, "study.json"),
-    Fp = throng_bench_study_design:fingerprint(Design),
-    case file:read_file(File) of
-        {ok, Bin} ->
-            case catch jiffy:decode(Bin, [return_maps]) of
-                #{<<"fingerprint">> := Fp} -> ok;
-                #{<<"fingerprint">> := _} ->
-                    throw({usage, io_lib:format("~ts holds a study of another design (or of this one with "
-                                                "other settings): give another --out", [Out])});
-                _ -> throw({usage, io_lib:format("~ts: unreadable; give another --out", [File])})
-            end;
-        {error, enoent} -> ok
-    end,
+    Base = throng_bench_study_design:base_fingerprint(Design),
+    Mine = maps:from_list([{N, throng_bench_study_design:setting_fingerprint(S)}
+                           || S = #{name := N} <- maps:get(settings, Design)]),
+    Other = fun() -> throw({usage, io_lib:format("~ts holds a study of another design (or of this "
+                                                 "one with other settings): give another --out",
+                                                 [Out])}) end,
+    Known = case file:read_file(File) of
+                {ok, Bin} ->
+                    case catch jiffy:decode(Bin, [return_maps]) of
+                        #{<<"fingerprint">> := Base, <<"settings">> := Ss} when is_map(Ss) ->
+                            maps:foreach(fun(N, Fp) ->
+                                                 case maps:get(N, Ss, Fp) of
+                                                     Fp -> ok;
+                                                     _ -> Other()
+                                                 end
+                                         end, Mine),
+                            Ss;
+                        #{<<"fingerprint">> := Old} ->
+                            case Old =:= throng_bench_study_design:fingerprint(Full) of
+                                true -> #{};
+                                false -> Other()
+                            end;
+                        _ -> throw({usage, io_lib:format("~ts: unreadable; give another --out", [File])})
+                    end;
+                {error, enoent} -> #{}
+            end,
     ok = file:write_file(File, throng_bench_out:encode_json(
-                                 #{fingerprint => Fp, design => printable(Design)})).
+                                 #{fingerprint => Base, settings => maps:merge(Known, Mine),
+                                   design => printable(Design)})).
 
 printable(Design) ->
     Design#{settings => [S#{listen => maps:from_list(L), sysctl => maps:from_list(Y)}

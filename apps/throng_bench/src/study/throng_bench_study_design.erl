@@ -11,6 +11,7 @@
 -module(throng_bench_study_design).
 
 -export([load/1, parse/2, runs/1, run_id/2, builtin_names/0, fingerprint/1,
+         base_fingerprint/1, setting_fingerprint/1,
          listen_yaml/1]).
 %% API used by tests: a design from text.
 -ignore_xref([{parse, 2}, {builtin_names, 0}]).
@@ -168,9 +169,23 @@ run_id(#{name := N}, Rep) -> <<N/binary, "-", (integer_to_binary(Rep))/binary>>.
 %% edited in between).
 -spec fingerprint(design()) -> binary().
 fingerprint(D) ->
-    Keep = maps:without([name, description, repeats, settings], D),
     Ss = [maps:without([table, factor], S) || S <- maps:get(settings, D)],
-    integer_to_binary(erlang:phash2({Keep, Ss}, 1 bsl 32), 16).
+    integer_to_binary(erlang:phash2({base(D), Ss}, 1 bsl 32), 16).
+
+%% @doc The part of fingerprint/1 that is not the settings: a study may be
+%% resumed with some of its settings (--only) or with new ones, never with
+%% another population, rate, scenario or stop rule.
+-spec base_fingerprint(design()) -> binary().
+base_fingerprint(D) ->
+    integer_to_binary(erlang:phash2(base(D), 1 bsl 32), 16).
+
+%% @doc What must be equal for a setting's runs to be comparable with the
+%% runs made of a setting of the same name.
+-spec setting_fingerprint(setting()) -> binary().
+setting_fingerprint(S) ->
+    integer_to_binary(erlang:phash2(maps:without([table, factor], S), 1 bsl 32), 16).
+
+base(D) -> maps:without([name, description, repeats, settings], D).
 
 %% @doc A setting's listener options as lines of bench/bench_throng.sh's
 %% THRONG_LISTEN_EXTRA (four spaces, key: value).
