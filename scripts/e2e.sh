@@ -316,6 +316,12 @@ if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/
 else
     fail "throng-bench study resume: $out"
 fi
+if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --only sack_flip \
+        --report 2>&1) && echo "$out" | grep -q "2 of 2 runs made"; then
+    ok "throng-bench study --only one of its settings --report: that setting's runs"
+else
+    fail "throng-bench study --only --report: $out"
+fi
 sed 's/^rate: 100/rate: 50/' "$WORK/study.yml" > "$WORK/study2.yml"
 if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study2.yml" --out "$WORK/study" --no-progress 2>&1); then
     fail "throng-bench study mixed two designs in one directory"
