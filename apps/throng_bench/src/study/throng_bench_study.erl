@@ -147,9 +147,6 @@ check_resumable(Out, Full, Design) ->
     Base = throng_bench_study_design:base_fingerprint(Design),
     Mine = maps:from_list([{N, throng_bench_study_design:setting_fingerprint(S)}
                            || S = #{name := N} <- maps:get(settings, Design)]),
-    Other = fun() -> throw({usage, io_lib:format("~ts holds a study of another design (or of this "
-                                                 "one with other settings): give another --out",
-                                                 [Out])}) end,
     Known = case file:read_file(File) of
                 {ok, Bin} ->
                     case catch jiffy:decode(Bin, [return_maps]) of
@@ -157,14 +154,14 @@ check_resumable(Out, Full, Design) ->
                             maps:foreach(fun(N, Fp) ->
                                                  case maps:get(N, Ss, Fp) of
                                                      Fp -> ok;
-                                                     _ -> Other()
+                                                     _ -> other_design(Out)
                                                  end
                                          end, Mine),
                             Ss;
                         #{<<"fingerprint">> := Old} ->
                             case Old =:= throng_bench_study_design:fingerprint(Full) of
                                 true -> #{};
-                                false -> Other()
+                                false -> other_design(Out)
                             end;
                         _ -> throw({usage, io_lib:format("~ts: unreadable; give another --out", [File])})
                     end;
@@ -173,6 +170,11 @@ check_resumable(Out, Full, Design) ->
     ok = file:write_file(File, throng_bench_out:encode_json(
                                  #{fingerprint => Base, settings => maps:merge(Known, Mine),
                                    design => printable(Design)})).
+
+-spec other_design(file:filename()) -> no_return().
+other_design(Out) ->
+    throw({usage, io_lib:format("~ts holds a study of another design (or of this one with other "
+                                "settings): give another --out", [Out])}).
 
 printable(Design) ->
     Design#{settings => [S#{listen => maps:from_list(L), sysctl => maps:from_list(Y)}
