@@ -251,7 +251,7 @@ cat > "$WORK/study.yml" <<YML
 name: e2e
 repeats: 2
 population: 200
-rate: 100
+rate: 25
 iterations: 1
 port: $SP
 ratio: {users: 100, size: 64, think: 50ms, duration: 5s}
@@ -322,7 +322,7 @@ if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/
 else
     fail "throng-bench study --only --report: $out"
 fi
-sed 's/^rate: 100/rate: 50/' "$WORK/study.yml" > "$WORK/study2.yml"
+sed 's/^rate: 25/rate: 50/' "$WORK/study.yml" > "$WORK/study2.yml"
 if out=$("$ROOT/bin/throng-bench" study --design "$WORK/study2.yml" --out "$WORK/study" --no-progress 2>&1); then
     fail "throng-bench study mixed two designs in one directory"
 else

@@ -265,10 +265,13 @@ one(Design, Setting, Rep, Index, Out, Opts) ->
     ok = file:write_file(result_file(Out, Id), throng_bench_out:encode_json(Final)),
     case Final of
         #{ok := true} ->
-            io:format(standard_error, "== ~ts: ~b sessions (stopped by ~ts: ~ts), ~ts per session~n",
+            io:format(standard_error, "== ~ts: ~b sessions (stopped by ~ts: ~ts), ~ts~n",
                       [Id, maps:get(peak_sessions, Final), maps:get(stop_reason, Final),
                        maps:get(stop_detail, Final),
-                       throng_bench_units:format_bytes(maps:get(memory_per_session, Final))]);
+                       case maps:get(memory_per_session, Final) of
+                           null -> <<"(too short a ramp for the memory slope)">>;
+                           B -> [throng_bench_units:format_bytes(B), " per session"]
+                       end]);
         #{error := E} ->
             io:format(standard_error, "== ~ts failed: ~ts~n", [Id, E])
     end.
