@@ -11,7 +11,7 @@
 %% to stdout, OUT/comparison.md and OUT/comparison.json.
 -module(throng_bench_compare).
 
--export([run/1]).
+-export([run/1, port_free/3]).
 
 %% @doc Run the comparison; returns the exit status.
 -spec run(map()) -> 0 | 1 | 3.
@@ -166,6 +166,9 @@ wait_gone(Pid, N) ->
         true -> timer:sleep(100), wait_gone(Pid, N - 1)
     end.
 
+%% @doc Whether nothing accepts connections on Host:Port, waiting up to
+%% Wait ms for it to close (also used by `study').
+-spec port_free(string(), inet:port_number(), integer()) -> boolean().
 port_free(Host, Port, Wait) when Wait =< 0 ->
     case gen_tcp:connect(Host, Port, [], 500) of
         {ok, S} -> gen_tcp:close(S), false;

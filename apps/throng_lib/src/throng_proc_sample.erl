@@ -8,8 +8,10 @@
 %% report; likewise the page size (AT_PAGESZ). Both are read once per VM.
 -module(throng_proc_sample).
 
+-include_lib("kernel/include/file.hrl").
+
 -export([sample/1, cpu_seconds/1, cpu_percent/2, sys_percent/2, clock_ticks/0, page_size/0,
-         alive/1]).
+         alive/1, open_fds/1]).
 
 -type os_pid() :: non_neg_integer().
 -type sample() :: #{rss := non_neg_integer(),       %% bytes (VmRSS)
@@ -74,6 +76,21 @@ clock_ticks() ->
 -spec page_size() -> pos_integer().
 page_size() ->
     auxv(?AT_PAGESZ, 4096).
+
+%% @doc The files a process holds open: the size of /proc/PID/fd where the
+%% kernel reports it there (Linux 6.2 and later), else the length of its
+%% listing; undefined when the process is gone.
+-spec open_fds(os_pid() | self) -> non_neg_integer() | undefined.
+open_fds(Pid) ->
+    Dir = dir(Pid) ++ "/fd",
+    case file:read_file_info(Dir) of
+        {ok, #file_info{size = Size}} when Size > 0 -> Size;
+        _ ->
+            case file:list_dir(Dir) of
+                {ok, Names} -> length(Names);
+                {error, _} -> undefined
+            end
+    end.
 
 %% @doc Whether the OS process exists.
 -spec alive(os_pid()) -> boolean().

@@ -50,3 +50,14 @@ busy(Until) ->
 
 getconf(Var) ->
     list_to_integer(string:trim(os:cmd("getconf " ++ Var))).
+
+open_fds_counts_the_descriptors_test() ->
+    {ok, Names} = file:list_dir("/proc/self/fd"),
+    N = throng_proc_sample:open_fds(self),
+    %% the listing itself holds one descriptor while it runs
+    ?assert(abs(N - length(Names)) =< 1),
+    {ok, F} = file:open("/proc/self/stat", [read, raw]),
+    try ?assert(throng_proc_sample:open_fds(self) >= N)
+    after file:close(F)
+    end,
+    ?assertEqual(undefined, throng_proc_sample:open_fds(999999999)).

@@ -313,10 +313,13 @@ measure(Design, Setting, Index, Dir, Work, Opts) ->
 stop_rule(Rules, Pid, FdLimit, Pop) ->
     fun(Row, Rows) ->
             Sessions = maps:get(sessions, Row, 0),
-            %% listing /proc/PID/fd costs a few ms at 20,000 entries: only
-            %% once the sessions are past half the limit
+            %% listing /proc/PID/fd (older kernels) costs a few ms at 20,000
+            %% entries: only once the sessions are past half the limit
             Fds = case is_integer(FdLimit) andalso Sessions >= FdLimit div 2 of
-                      true -> length(element(2, file:list_dir("/proc/" ++ integer_to_list(Pid) ++ "/fd")));
+                      true -> case throng_proc_sample:open_fds(Pid) of
+                                  undefined -> 0;
+                                  N -> N
+                              end;
                       false -> 0
                   end,
             throng_bench_study_stop:check(Rules, Rows,
@@ -527,7 +530,7 @@ start_server(Design, Setting, Work, Dir) ->
             Lines = string:lexemes(Output, "\n"),
             case Lines =/= [] andalso string:to_integer(string:trim(lists:last(Lines))) of
                 {Pid, []} when is_integer(Pid) ->
-                    case wait_port(maps:get(port, Design), true, 30000) of
+                    case wait_open(maps:get(port, Design), 30000) of
                         true -> {ok, Pid};
                         false -> {error, <<"the server did not open its port (see server-start.log)">>}
                     end;
@@ -546,7 +549,7 @@ stop_server(Design, Work, Dir) ->
     Cmd = expand(stop_command(Design), Design, Work),
     _ = shell(Cmd ++ " 2>>'" ++ filename:join(Dir, "server-start.log") ++ "'",
               [{"THRONG_BENCH_NODE", node_name(Design)}], 120000),
-    wait_port(maps:get(port, Design), false, ?PORT_FREE_TIMEOUT) orelse
+    throng_bench_compare:port_free("127.0.0.1", maps:get(port, Design), ?PORT_FREE_TIMEOUT) orelse
         io:format(standard_error, "throng-bench: port ~b still in use after the server's stop~n",
                   [maps:get(port, Design)]),
     ok.
@@ -569,7 +572,7 @@ collect(P, Deadline, Acc) ->
             {timeout, unicode:characters_to_list(iolist_to_binary(Acc))}
     end.
 
-port_free(Port) -> not listening(Port).
+port_free(Port) -> throng_bench_compare:port_free("127.0.0.1", Port, 0).
 
 listening(Port) ->
     case gen_tcp:connect("127.0.0.1", Port, [], 1000) of
@@ -577,17 +580,18 @@ listening(Port) ->
         {error, _} -> false
     end.
 
-wait_port(Port, Want, Timeout) ->
+%% The server's port open (the port's wait until free is compare's).
+wait_open(Port, Timeout) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    wait_port1(Port, Want, Deadline).
+    wait_open1(Port, Deadline).
 
-wait_port1(Port, Want, Deadline) ->
-    case listening(Port) =:= Want of
+wait_open1(Port, Deadline) ->
+    case listening(Port) of
         true -> true;
         false ->
             case erlang:monotonic_time(millisecond) > Deadline of
                 true -> false;
-                false -> timer:sleep(250), wait_port1(Port, Want, Deadline)
+                false -> timer:sleep(250), wait_open1(Port, Deadline)
             end
     end.
 
