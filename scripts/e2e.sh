@@ -254,7 +254,7 @@ population: 200
 rate: 25
 iterations: 1
 port: $SP
-ratio: {users: 100, size: 64, think: 50ms, duration: 5s}
+ratio: {users: 100, size: 64, duration: 5s, from: 500, refine: 0, steps: 2}
 settings:
   - name: baseline
     table: "e2e"
@@ -293,13 +293,17 @@ for st in s['settings']:
     assert m['n'] == 2 and m['ci95'] is not None, st
 assert s['settings'][1]['effect']['memory_per_session']['diff'] is not None
 assert s['ratio']['ratio'] > 0, s['ratio']
+steps = s['ratio']['steps']
+assert 1 <= len(steps) <= 2 and steps[0]['offered'] == 500, steps
+c = s['ratio']['chat']
+assert c['ok'] and c['lost'] * 10000 <= c['sent'] and c['errors'] == 0, c
 lines = open(os.path.join(d, 'runs.csv')).read().splitlines()
 assert len(lines) == 5, lines
 html = open(os.path.join(d, 'report.html'), encoding='utf-8').read()
 assert 'Figure 5' in html and '<svg' in html
 md = open(os.path.join(d, 'tables.md'), encoding='utf-8').read()
 assert '| `sack_flip` | 2 |' in md and 'Effects against `baseline`' in md, md
-print('%d runs, ratio %.3f' % (len(runs), s['ratio']['ratio']))
+print('%d runs, ratio %.3f (%d steps)' % (len(runs), s['ratio']['ratio'], len(steps)))
 PY
 ); then
     ok "throng-bench study resumed: 2 settings x 2 repeats on fresh nodes, spread, effects, ratio: $out"

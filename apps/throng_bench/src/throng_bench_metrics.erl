@@ -30,12 +30,12 @@
                  | msgs_stale | muc_joined | muc_join_errors | muc_sent | muc_received
                  | requests | responses | bad_status
                  | err_econnrefused | err_econnreset | err_closed | err_timeout
-                 | err_auth_failure | err_stream_error | err_other.
+                 | err_auth_failure | err_stream_error | err_ports | err_other.
 -type hist_name() :: connect | tls | register | auth | bind | roster | presence | login
                    | delivery | delivery_same | delivery_cross | delivery_muc | response.
 -type target_counter() :: launched | logins | sessions | failed | msgs_sent_to | msgs_received.
 -type error_type() :: econnrefused | econnreset | closed | timeout | auth_failure
-                    | stream_error | other.
+                    | stream_error | ports | other.
 -type snapshot() :: #{counters := #{counter() => integer()},
                       hists := #{hist_name() => throng_hist:snapshot()},
                       other_reasons := #{binary() => non_neg_integer()},
@@ -58,7 +58,7 @@ counter_names() ->
      muc_joined, muc_join_errors, muc_sent, muc_received,
      requests, responses, bad_status,
      err_econnrefused, err_econnreset, err_closed, err_timeout,
-     err_auth_failure, err_stream_error, err_other].
+     err_auth_failure, err_stream_error, err_ports, err_other].
 
 -spec hist_names() -> [hist_name()].
 hist_names() ->
@@ -74,7 +74,7 @@ target_names() ->
 
 -spec error_types() -> [error_type()].
 error_types() ->
-    [econnrefused, econnreset, closed, timeout, auth_failure, stream_error, other].
+    [econnrefused, econnreset, closed, timeout, auth_failure, stream_error, ports, other].
 
 %% @doc Create (first call in a VM) or zero (later calls) this VM's metrics.
 -spec init() -> ok.
@@ -193,6 +193,10 @@ classify(auth_failure) -> auth_failure;
 classify({auth_failure, _}) -> auth_failure;
 classify({stream_error, _}) -> stream_error;
 classify(stream_error) -> stream_error;
+%% no local port left for the connect (the source address's ephemeral
+%% range is used up, or its sockets wait in TIME_WAIT)
+classify(eaddrnotavail) -> ports;
+classify(eaddrinuse) -> ports;
 classify({tls, _}) -> other;
 classify({error, R}) -> classify(R);
 classify(_) -> other.
@@ -252,4 +256,5 @@ err_ix(closed) -> err_closed;
 err_ix(timeout) -> err_timeout;
 err_ix(auth_failure) -> err_auth_failure;
 err_ix(stream_error) -> err_stream_error;
+err_ix(ports) -> err_ports;
 err_ix(other) -> err_other.

@@ -33,3 +33,18 @@ merge_adds_targets_test() ->
     %% a VM that has no targets yet (its job not started) adds nothing
     ?assertEqual(maps:get(targets, A), maps:get(targets, throng_bench_metrics:merge(E, A))),
     ?assertEqual(maps:get(targets, A), maps:get(targets, throng_bench_metrics:merge(A, E))).
+
+%% A connect from a source address the host does not have fails as a
+%% connect with no local port does: both are `ports' errors (the study's
+%% stop rule of that name counts them), not `other'.
+no_local_port_is_a_ports_error_test() ->
+    ok = throng_bench_metrics:init(),
+    {ok, L} = gen_tcp:listen(0, [{ip, {127, 0, 0, 1}}]),
+    {ok, Port} = inet:port(L),
+    %% 192.0.2.1 (TEST-NET-1) is nobody's address here: bind fails
+    {error, R} = gen_tcp:connect({127, 0, 0, 1}, Port, [{ip, {192, 0, 2, 1}}], 2000),
+    gen_tcp:close(L),
+    ?assertEqual(eaddrnotavail, R),
+    ?assertEqual(ports, throng_bench_metrics:count_error(R)),
+    #{counters := #{err_ports := 1, err_other := 0}} = throng_bench_metrics:snapshot(),
+    ?assertEqual(ports, throng_bench_metrics:count_error(eaddrinuse)).

@@ -58,7 +58,11 @@ errors_name_the_key_test_() ->
 
 ratio_can_be_off_test() ->
     ?assertMatch({ok, #{ratio := false}}, design(minimal() ++ "ratio: false\n")),
-    ?assertMatch({ok, #{ratio := #{users := 1000, size := 64, think_ms := 10}}}, design(minimal())).
+    ?assertMatch({ok, #{ratio := #{users := 1000, size := 64, duration_ms := 20000, from := 500,
+                                   p99_ms := 1000, refine := 2, max_steps := 10}}},
+                 design(minimal())),
+    {error, Think} = design(minimal() ++ "ratio: {think: 10ms}\n"),
+    ?assertMatch(<<"test: key ratio.think: unknown key", _/binary>>, Think).
 
 runs_are_interleaved_test() ->
     {ok, D} = design("name: t\nrepeats: 2\nsettings:\n  - name: a\n  - name: b\n"),
@@ -69,14 +73,77 @@ fingerprint_ignores_texts_and_repeats_test() ->
     {ok, D} = design(minimal()),
     {ok, D2} = design("name: other\nrepeats: 5\ndescription: x\n" ++ tl(lists:dropwhile(fun(C) -> C =/= $\n end, minimal()))),
     {ok, D3} = design(minimal() ++ "rate: 50\n"),
-    ?assertEqual(?D:fingerprint(D), ?D:fingerprint(D2)),
-    ?assertNotEqual(?D:fingerprint(D), ?D:fingerprint(D3)),
+    ?assertEqual(?D:fingerprint(D, false), ?D:fingerprint(D2, false)),
+    ?assertNotEqual(?D:fingerprint(D, false), ?D:fingerprint(D3, false)),
     ?assertEqual(?D:base_fingerprint(D), ?D:base_fingerprint(D2)),
     ?assertNotEqual(?D:base_fingerprint(D), ?D:base_fingerprint(D3)),
+    %% the ratio is measured apart: other ratio options resume the runs
+    {ok, D4} = design(minimal() ++ "ratio: {users: 10, from: 100}\n"),
+    ?assertEqual(?D:base_fingerprint(D), ?D:base_fingerprint(D4)),
     %% a setting's own: its flags count, its texts do not
     [A, B] = maps:get(settings, D),
     ?assertEqual(?D:setting_fingerprint(A), ?D:setting_fingerprint(A#{table => <<"x">>, factor => <<"y">>})),
     ?assertNotEqual(?D:setting_fingerprint(B), ?D:setting_fingerprint(B#{erl_flags => <<"+IOt 1">>})).
+
+%% A study.json of before version 2 (the design's ratio options, then with
+%% `think', in its fingerprint) is still resumed: its fingerprints are made
+%% with the ratio it holds.
+v1_study_json_resumes_test() ->
+    {ok, D} = design(minimal()),
+    OldRatio = #{users => 1000, size => 64, think_ms => 10, duration_ms => 30000},
+    V1 = erlang:phash2(maps:without([name, description, repeats, settings], D#{ratio => OldRatio}),
+                       1 bsl 32),
+    ?assertEqual(integer_to_binary(V1, 16), ?D:v1_base_fingerprint(D, OldRatio)),
+    ?assertNotEqual(?D:v1_base_fingerprint(D, OldRatio), ?D:base_fingerprint(D)).
+
+%%% The routed/echo ratio: the search for the capacity
+
+-define(R, throng_bench_study_ratio).
+
+ropts() -> #{from => 500, refine => 2, max_steps => 10, users => 1000}.
+
+held(Rate) -> #{offered => Rate, ok => true, msgs_per_s => Rate}.
+failed(Rate) -> #{offered => Rate, ok => false, why => <<"lost">>}.
+
+%% The rates a search tries when the server holds everything up to CAP.
+search(Cap, Opts) -> search(Cap, Opts, []).
+search(Cap, Opts, Steps) ->
+    case ?R:next(Steps, Opts) of
+        done -> Steps;
+        {step, R} -> search(Cap, Opts, Steps ++ [case R =< Cap of true -> held(R); false -> failed(R) end])
+    end.
+
+rates(Steps) -> [R || #{offered := R} <- Steps].
+
+ratio_search_doubles_then_bisects_test() ->
+    %% 500, 1000, 2000, 4000 held; 8000 failed; then 6000 (held), 7000 (failed)
+    Steps = search(6500, ropts()),
+    ?assertEqual([500, 1000, 2000, 4000, 8000, 6000, 7000], rates(Steps)),
+    ?assertMatch(#{offered := 6000}, ?R:best(Steps)).
+
+ratio_search_halves_when_the_first_step_fails_test() ->
+    Steps = search(300, ropts()),
+    ?assertEqual([500, 250, 375, 313], rates(Steps)),
+    ?assertMatch(#{offered := 250}, ?R:best(Steps)).
+
+ratio_search_is_bounded_test_() ->
+    [%% never saturated: stops at one message per user per millisecond
+     ?_assertEqual([500, 1000], rates(search(infinity, (ropts())#{users => 1}))),
+     %% the step budget
+     ?_assertEqual(3, length(search(100000, (ropts())#{max_steps => 3}))),
+     %% no refinement: the first failure ends it
+     ?_assertEqual([500, 1000, 2000], rates(search(1500, (ropts())#{refine => 0}))),
+     %% nothing holds down to the floor: no capacity
+     ?_assertEqual(null, ?R:best(search(1, ropts()))),
+     %% a held step above a failed one (noise) is not a bracket below it
+     ?_assertEqual(done, ?R:next([failed(500), held(1000)], ropts()))].
+
+ratio_step_scenario_test() ->
+    Y = iolist_to_binary(?R:chat_scenario(#{port => 5222, contacts => 18},
+                                          #{users => 1000, size => 64, duration_ms => 20000}, 125)),
+    {ok, S} = throng_bench_scenario:parse(Y, <<"step">>),
+    ?assertMatch(#{sessions := [#{chat := #{size := 64}}]}, S),
+    ?assertNotEqual(nomatch, binary:match(Y, <<"think: {constant: 125ms}">>)).
 
 %%% The stop rule
 
@@ -95,6 +162,13 @@ stop_rule_test_() ->
      ?_assertMatch({stop, <<"descriptors">>, _}, check(Quiet, #{fds => 19900, fd_limit => 20000})),
      ?_assertEqual(continue, check(Quiet, #{fds => 19899, fd_limit => 20000})),
      ?_assertMatch({stop, <<"memory">>, _}, check([row(#{server_rss_bytes => 1000001}) | Quiet], #{})),
+     %% ten connects without a local port in the window: ports, before errors
+     ?_assertMatch({stop, <<"ports">>, _},
+                   check([row(#{errors_s => 5, logins_s => 0, errors_by_type_s => #{ports => 5}})
+                          || _ <- lists:seq(1, 2)] ++ Quiet, #{})),
+     ?_assertMatch({stop, <<"errors">>, _},
+                   check([row(#{errors_s => 5, logins_s => 0, errors_by_type_s => #{ports => 3}})
+                          || _ <- lists:seq(1, 3)] ++ Quiet, #{})),
      %% 30 errors against 270 logins in 3 s: 10% > 1%
      ?_assertMatch({stop, <<"errors">>, _},
                    check([row(#{errors_s => 10, logins_s => 90}) || _ <- lists:seq(1, 3)] ++ Quiet, #{})),

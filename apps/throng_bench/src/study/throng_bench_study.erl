@@ -63,7 +63,8 @@ report(Out, Design) ->
     io:format("results in ~ts/ (report.html, summary.json, runs.csv, tables.md)~n", [Out]).
 
 study(Design, Out, Opts) ->
-    case throng_bench_study_sysctl:recover(?SYSCTL_ROOT, journal(Out)) of
+    case throng_bench_study_sysctl:recover(?SYSCTL_ROOT, journal(Out))
+        ++ throng_bench_study_sysctl:recover(?SYSCTL_ROOT, ports_journal(Out)) of
         [] -> ok;
         Back -> io:format(standard_error, "study: an interrupted run had changed sysctls; put back: ~ts~n",
                           [lists:join(", ", [[K, " = ", V] || {K, V} <- Back])])
@@ -71,8 +72,9 @@ study(Design, Out, Opts) ->
     _ = file:delete(filename:join(Out, ?STOP_FILE)),
     preflight(Design),
     Runs = throng_bench_study_design:runs(Design),
+    %% a run that failed (its node did not start, ...) is made again
     Done0 = [Id || {S, R} <- Runs, Id <- [throng_bench_study_design:run_id(S, R)],
-                   filelib:is_regular(result_file(Out, Id))],
+                   made(Out, Id)],
     case Done0 of
         [] -> ok;
         _ -> io:format(standard_error, "study ~ts: resuming in ~ts: ~b of ~b runs already made~n",
@@ -81,12 +83,17 @@ study(Design, Out, Opts) ->
     T0 = erlang:monotonic_time(second),
     Todo = lists:enumerate([{I, S, R} || {I, {S, R}} <- lists:enumerate(Runs),
                                          not lists:member(throng_bench_study_design:run_id(S, R), Done0)]),
-    Stopped = runs(Todo, Design, length(Runs), T0, Out, Opts),
-    Ratio = case {maps:get(ratio, Design), maps:get(no_ratio, Opts, false) orelse Stopped} of
-                {false, _} -> skipped;
-                {_, true} -> skipped;
-                {R, false} -> ratio(Design, R, Out, Opts)
-            end,
+    {_Stopped, Ratio} =
+        throng_bench_study_sysctl:with(
+          ?SYSCTL_ROOT, ports_journal(Out), reserve_ports(Design),
+          fun() ->
+                  St = runs(Todo, Design, length(Runs), T0, Out, Opts),
+                  {St, case {maps:get(ratio, Design), maps:get(no_ratio, Opts, false) orelse St} of
+                           {false, _} -> skipped;
+                           {_, true} -> skipped;
+                           {R, false} -> ratio(Design, R, Out, Opts)
+                       end}
+          end),
     Summary = throng_bench_study_report:write(Out, Design),
     io:format("~ts", [throng_bench_study_report:text(Summary)]),
     io:format("results in ~ts/ (report.html, summary.json, runs.csv, tables.md)~n", [Out]),
@@ -119,6 +126,32 @@ runs([{K, {I, S, R}} | Rest], Design, Total, T0, Out, Opts) ->
 
 journal(Out) -> filename:join(Out, "sysctl-journal").
 
+%% The study's own, kept for the whole study (the runs' go to journal/1).
+ports_journal(Out) -> filename:join(Out, "sysctl-journal-ports").
+
+%% The server's ports out of the ephemeral range for the whole study: the
+%% load generator opens tens of thousands of connections, and with a wide
+%% net.ipv4.ip_local_port_range one of them (or a node's distribution
+%% listener) may take the port the next run's node must listen on
+%% (eaddrinuse). Nothing when the file cannot be written (not root): the
+%% study then runs as before, and says so.
+reserve_ports(#{port := Port, settings := Ss}) ->
+    Last = Port + lists:max([N || #{nodes := N} <- Ss]) - 1,
+    Key = <<"net.ipv4.ip_local_reserved_ports">>,
+    case throng_bench_study_sysctl:writable(?SYSCTL_ROOT, Key) of
+        ok ->
+            {ok, Old} = file:read_file(filename:join(?SYSCTL_ROOT, "net/ipv4/ip_local_reserved_ports")),
+            Mine = iolist_to_binary(io_lib:format("~b-~b", [Port, Last])),
+            [{Key, case string:trim(Old) of
+                       <<>> -> Mine;
+                       O -> <<O/binary, ",", Mine/binary>>
+                   end}];
+        {error, Why} ->
+            io:format(standard_error, "study: cannot keep ports ~b-~b out of the ephemeral range: "
+                      "~ts~n", [Port, Last, Why]),
+            []
+    end.
+
 %% --only NAME,... and --repeats N narrow a design without editing it.
 restrict(D = #{settings := Ss}, Opts) ->
     D1 = case maps:get(only, Opts, undefined) of
@@ -140,8 +173,9 @@ restrict(D = #{settings := Ss}, Opts) ->
 %% measures differently would mix incomparable runs. The same population,
 %% rate, scenario and stop rule are needed; a setting already in the study
 %% must be the same; --only (some settings) and new settings are fine.
-%% (A study.json of before per-setting fingerprints holds one fingerprint of
-%% the whole design: the whole design must then be the same.)
+%% study.json before version 2 had the ratio's options in its fingerprint
+%% (they are taken from its design then); before per-setting fingerprints
+%% it held one fingerprint of the whole design, which must then be the same.
 check_resumable(Out, Full, Design) ->
     File = filename:join(Out, "study.json"),
     Base = throng_bench_study_design:base_fingerprint(Design),
@@ -150,26 +184,40 @@ check_resumable(Out, Full, Design) ->
     Known = case file:read_file(File) of
                 {ok, Bin} ->
                     case catch jiffy:decode(Bin, [return_maps]) of
-                        #{<<"fingerprint">> := Base, <<"settings">> := Ss} when is_map(Ss) ->
-                            maps:foreach(fun(N, Fp) ->
-                                                 case maps:get(N, Ss, Fp) of
-                                                     Fp -> ok;
-                                                     _ -> other_design(Out)
-                                                 end
-                                         end, Mine),
-                            Ss;
-                        #{<<"fingerprint">> := Old} ->
-                            case Old =:= throng_bench_study_design:fingerprint(Full) of
-                                true -> #{};
-                                false -> other_design(Out)
+                        #{<<"fingerprint">> := Fp} = Old ->
+                            Ratio = stored_ratio(Old),
+                            Mark = case maps:get(<<"version">>, Old, 1) of
+                                       2 -> Base;
+                                       _ -> throng_bench_study_design:v1_base_fingerprint(Design, Ratio)
+                                   end,
+                            case Old of
+                                #{<<"settings">> := Ss} when is_map(Ss), Fp =:= Mark ->
+                                    maps:foreach(fun(N, F) ->
+                                                         case maps:get(N, Ss, F) of
+                                                             F -> ok;
+                                                             _ -> other_design(Out)
+                                                         end
+                                                 end, Mine),
+                                    Ss;
+                                #{<<"settings">> := _} -> other_design(Out);
+                                _ ->
+                                    case Fp =:= throng_bench_study_design:fingerprint(Full, Ratio) of
+                                        true -> #{};
+                                        false -> other_design(Out)
+                                    end
                             end;
                         _ -> throw({usage, io_lib:format("~ts: unreadable; give another --out", [File])})
                     end;
                 {error, enoent} -> #{}
             end,
     ok = file:write_file(File, throng_bench_out:encode_json(
-                                 #{fingerprint => Base, settings => maps:merge(Known, Mine),
+                                 #{version => 2, fingerprint => Base,
+                                   settings => maps:merge(Known, Mine),
                                    design => printable(Design)})).
+
+%% The ratio options a study.json's design held (as the design had them).
+stored_ratio(#{<<"design">> := #{<<"ratio">> := R}}) when is_map(R) -> atomize(R);
+stored_ratio(_) -> false.
 
 -spec other_design(file:filename()) -> no_return().
 other_design(Out) ->
@@ -189,9 +237,14 @@ preflight(Design = #{settings := Ss, port := Port}) ->
                 throw({fatal, io_lib:format("~ts not found: run the study from a Throng checkout "
                                             "(bin/throng-bench) or give server.start",
                                             [default_script()])}),
-            filelib:is_regular(filename:join([root(), "_build", "default", "rel", "throng",
-                                              "bin", "throng"]))
-                orelse throw({fatal, "the Throng release is not built: run make release"});
+            %% bench_throng.sh starts THRONG_REL's release when it is set
+            Rel = case os:getenv("THRONG_REL") of
+                      R when is_list(R), R =/= "" -> R;
+                      _ -> filename:join([root(), "_build", "default", "rel", "throng"])
+                  end,
+            filelib:is_regular(filename:join([Rel, "bin", "throng"]))
+                orelse throw({fatal, io_lib:format("the Throng release is not built (~ts): run make "
+                                                   "release", [Rel])});
         _ -> ok
     end,
     lists:foreach(fun(#{name := N, sysctl := Sys}) ->
@@ -202,8 +255,10 @@ preflight(Design = #{settings := Ss, port := Port}) ->
                                                                [N, K, Why])})
                            end || {K, _} <- Sys]
                   end, Ss),
-    port_free(Port) orelse
-        throw({fatal, io_lib:format("port ~b is in use: stop what listens there or set port", [Port])}),
+    Nodes = lists:max([N || #{nodes := N} <- Ss]),
+    [port_free(P) orelse
+         throw({fatal, io_lib:format("port ~b is in use: stop what listens there or set port", [P])})
+     || P <- lists:seq(Port, Port + Nodes - 1)],
     ok.
 
 announce(#{name := DName}, I, Total, K, Todo, #{name := N, table := Tb}, R, T0) ->
@@ -231,7 +286,7 @@ rederive(Out, Id) ->
                                      read_csv(filename:join(Dir, "timeseries.csv")),
                                      #{rss0 => undefined_if_null(Rss0),
                                        fd_limit => case Fd of null -> infinity; _ -> Fd end}),
-                    Keep = maps:with([id, setting, repeat, table, started_at], Old),
+                    Keep = maps:merge(#{nodes => 1}, maps:with([id, setting, repeat, table, started_at, nodes], Old)),
                     ok = file:write_file(result_file(Out, Id),
                                          throng_bench_out:encode_json(maps:merge(New, Keep))),
                     true;
@@ -276,50 +331,62 @@ one(Design, Setting, Rep, Index, Out, Opts) ->
             io:format(standard_error, "== ~ts failed: ~ts~n", [Id, E])
     end.
 
-measure(Design, Setting, Index, Dir, Work, Opts) ->
-    #{port := Port, population := Pop, rate := Rate} = Design,
+measure(Design, Setting = #{nodes := Nodes}, Index, Dir, Work, Opts) ->
+    #{port := Port, population := Pop0, rate := Rate} = Design,
+    %% the population is per node: a cluster is offered as many per node
+    Pop = Pop0 * Nodes,
     case start_server(Design, Setting, Work, Dir) of
         {error, Why} -> #{ok => false, error => Why};
-        {ok, Pid} ->
+        {ok, Pids} ->
             try
-                Rss0 = case throng_proc_sample:sample(Pid) of
-                           #{rss := R0} -> R0;
-                           undefined -> undefined
-                       end,
+                Rss0 = lists:foldl(fun(P, Acc) ->
+                                           case {throng_proc_sample:sample(P), Acc} of
+                                               {#{rss := R0}, N} when is_integer(N) -> N + R0;
+                                               _ -> undefined
+                                           end
+                                   end, 0, Pids),
                 Ramp = Pop / Rate * 1000,
-                FdLimit = server_fd_limit(Pid),
-                Rule = stop_rule(maps:get(stop, Design), Pid, FdLimit, Pop),
-                XOpts = #{scenario => binary_to_list(maps:get(scenario, Design)),
-                          port => Port, users => Pop, rate => Rate,
-                          contact_count => maps:get(contacts, Design),
-                          tls => maps:get(tls, Setting),
-                          length => round(2 * Ramp) + 60000,
-                          duration => round(1.5 * Ramp) + 60000,
-                          server_pid => [Pid], out => Dir,
-                          seed => maps:get(seed, Design) + Index,
-                          progress => maps:get(progress, Opts, true),
-                          print_summary => false,
-                          stop_rule => Rule},
+                FdLimit = lists:min([server_fd_limit(P) || P <- Pids]),
+                Rule = stop_rule(maps:get(stop, Design), Pids, FdLimit, Pop),
+                Target = case Nodes of
+                             1 -> #{port => Port};
+                             _ -> #{targets => [[{<<"127.0.0.1">>, P}
+                                                 || P <- lists:seq(Port, Port + Nodes - 1)]]}
+                         end,
+                XOpts = Target#{scenario => binary_to_list(maps:get(scenario, Design)),
+                                users => Pop, rate => Rate,
+                                contact_count => maps:get(contacts, Design),
+                                tls => maps:get(tls, Setting),
+                                length => round(2 * Ramp) + 60000,
+                                duration => round(1.5 * Ramp) + 60000,
+                                server_pid => Pids, out => Dir,
+                                seed => maps:get(seed, Design) + Index,
+                                progress => maps:get(progress, Opts, true),
+                                print_summary => false,
+                                stop_rule => Rule},
                 {Status, Summary} = try throng_bench_xmpp:run(XOpts)
                                     catch throw:{_, M} -> {aborted, #{error => iolist_to_binary(M)}}
                                     end,
-                run_result(Status, Summary, read_csv(filename:join(Dir, "timeseries.csv")),
-                           #{rss0 => Rss0, fd_limit => FdLimit})
+                (run_result(Status, Summary, read_csv(filename:join(Dir, "timeseries.csv")),
+                            #{rss0 => Rss0, fd_limit => FdLimit}))#{nodes => Nodes}
             after
-                stop_server(Design, Work, Dir)
+                stop_server(Design, Nodes, Work, Dir)
             end
     end.
 
-stop_rule(Rules, Pid, FdLimit, Pop) ->
+%% The stop rule of a run on these server VMs: the descriptors of the one
+%% holding the most (a cluster's users are spread evenly), against the
+%% lowest limit among them.
+stop_rule(Rules, Pids, FdLimit, Pop) ->
     fun(Row, Rows) ->
             Sessions = maps:get(sessions, Row, 0),
             %% listing /proc/PID/fd (older kernels) costs a few ms at 20,000
             %% entries: only once the sessions are past half the limit
-            Fds = case is_integer(FdLimit) andalso Sessions >= FdLimit div 2 of
-                      true -> case throng_proc_sample:open_fds(Pid) of
-                                  undefined -> 0;
-                                  N -> N
-                              end;
+            Fds = case is_integer(FdLimit) andalso Sessions >= FdLimit div 2 * length(Pids) of
+                      true -> lists:max([case throng_proc_sample:open_fds(P) of
+                                             undefined -> 0;
+                                             N -> N
+                                         end || P <- Pids]);
                       false -> 0
                   end,
             throng_bench_study_stop:check(Rules, Rows,
@@ -516,25 +583,40 @@ start_command(#{start := C}) -> C.
 stop_command(#{stop_cmd := default}) -> default_script() ++ " stop {dir}";
 stop_command(#{stop_cmd := C}) -> C.
 
-start_server(Design, Setting, Work, Dir) ->
+start_server(Design, Setting = #{nodes := Nodes}, Work, Dir) ->
     ok = filelib:ensure_dir(filename:join(Work, "x")),
-    Cmd = expand(start_command(Design), Design, Work),
+    Cmd = expand(start_command(Design), Design#{population => maps:get(population, Design) * Nodes},
+                 Work),
     Env = [{"THRONG_BENCH_NODE", node_name(Design)},
+           {"THRONG_BENCH_NODES", integer_to_list(Nodes)},
            {"ERL_FLAGS", binary_to_list(maps:get(erl_flags, Setting))},
            {"THRONG_LISTEN_EXTRA", binary_to_list(throng_bench_study_design:listen_yaml(Setting))},
            {"THRONG_CONFIG_EXTRA", binary_to_list(maps:get(config, Setting))}],
     Log = filename:join(Dir, "server-start.log"),
-    io:format(standard_error, "== starting the server: ~ts~n", [flat(Cmd)]),
+    io:format(standard_error, "== starting the server~ts: ~ts~n",
+              [case Nodes of 1 -> ""; _ -> io_lib:format(" (~b nodes)", [Nodes]) end, flat(Cmd)]),
     case shell(Cmd ++ " 2>'" ++ Log ++ "'", Env, ?START_TIMEOUT) of
         {0, Output} ->
             Lines = string:lexemes(Output, "\n"),
-            case Lines =/= [] andalso string:to_integer(string:trim(lists:last(Lines))) of
-                {Pid, []} when is_integer(Pid) ->
-                    case wait_open(maps:get(port, Design), 30000) of
-                        true -> {ok, Pid};
+            Pids = [case string:to_integer(string:trim(L)) of
+                        {Pid, []} when is_integer(Pid) -> Pid;
+                        _ -> error
+                    end || L <- lists:nthtail(max(0, length(Lines) - Nodes), Lines)],
+            Ports = lists:seq(maps:get(port, Design), maps:get(port, Design) + Nodes - 1),
+            case length(Pids) =:= Nodes andalso not lists:member(error, Pids) of
+                true ->
+                    case lists:all(fun(P) -> wait_open(P, 30000) end, Ports) of
+                        true -> {ok, Pids};
                         false -> {error, <<"the server did not open its port (see server-start.log)">>}
                     end;
-                _ -> {error, <<"the start command did not print the server's pid last">>}
+                false ->
+                    {error, iolist_to_binary(io_lib:format("the start command did not print the "
+                                                           "server's pid~ts last",
+                                                           [case Nodes of
+                                                                1 -> "";
+                                                                _ -> io_lib:format("s (~b, a line each)",
+                                                                                   [Nodes])
+                                                            end]))}
             end;
         {Code, _} ->
             {error, iolist_to_binary(io_lib:format("the start command exited with status ~p "
@@ -545,13 +627,13 @@ start_server(Design, Setting, Work, Dir) ->
 %% study's node, nor the node of bench/*.sh scripts (throngbench@).
 node_name(#{port := Port}) -> "throngstudy" ++ integer_to_list(Port) ++ "@127.0.0.1".
 
-stop_server(Design, Work, Dir) ->
+stop_server(Design, Nodes, Work, Dir) ->
     Cmd = expand(stop_command(Design), Design, Work),
     _ = shell(Cmd ++ " 2>>'" ++ filename:join(Dir, "server-start.log") ++ "'",
               [{"THRONG_BENCH_NODE", node_name(Design)}], 120000),
-    throng_bench_compare:port_free("127.0.0.1", maps:get(port, Design), ?PORT_FREE_TIMEOUT) orelse
-        io:format(standard_error, "throng-bench: port ~b still in use after the server's stop~n",
-                  [maps:get(port, Design)]),
+    [throng_bench_compare:port_free("127.0.0.1", P, ?PORT_FREE_TIMEOUT) orelse
+         io:format(standard_error, "throng-bench: port ~b still in use after the server's stop~n", [P])
+     || P <- lists:seq(maps:get(port, Design), maps:get(port, Design) + Nodes - 1)],
     ok.
 
 flat(S) -> lists:flatten(S).
@@ -597,99 +679,30 @@ wait_open1(Port, Deadline) ->
 
 result_file(Out, Id) -> filename:join([Out, "runs", Id, "result.json"]).
 
+made(Out, Id) ->
+    case file:read_file(result_file(Out, Id)) of
+        {ok, Bin} ->
+            try jiffy:decode(Bin, [return_maps]) of
+                #{<<"ok">> := Ok} -> Ok =:= true;
+                _ -> false
+            catch _:_ -> false
+            end;
+        {error, _} -> false
+    end.
+
 %%% The ratio of routed messages to echo round trips
 
-ratio(Design, R = #{users := Users, size := Size, think_ms := Think, duration_ms := Dur}, Out, Opts) ->
-    Dir = filename:join(Out, "ratio"),
-    File = filename:join(Dir, "result.json"),
-    case filelib:is_regular(File) of
-        true -> done;
-        false ->
-            io:format(standard_error, "~n== study ~ts: routed messages vs TCP echo, ~b connections, "
-                      "~b-byte messages~n", [maps:get(name, Design), Users, Size]),
-            ok = filelib:ensure_dir(filename:join(Dir, "x")),
-            Scenario = filename:join(Dir, "chat.yml"),
-            ok = file:write_file(Scenario, chat_scenario(Design, R)),
-            Baseline = hd(maps:get(settings, Design)),
-            Chat = throng_bench_study_sysctl:with(?SYSCTL_ROOT, journal(Out), maps:get(sysctl, Baseline),
-                                fun() -> chat(Design#{population => Users}, Baseline, Scenario,
-                                              filename:join(Dir, "chat"), Opts, Think, Dur) end),
-            Echo = echo(Users, Size, Dir),
-            Result = #{users => Users, size => Size, think_ms => Think, chat => Chat, echo => Echo,
-                       ratio => case {Chat, Echo} of
-                                    {#{msgs_per_s := M}, #{round_trips_per_s := E}} when E > 0 -> M / E;
-                                    _ -> null
-                                end},
-            ok = file:write_file(File, throng_bench_out:encode_json(Result)),
-            case Result of
-                #{ratio := null} -> failed;
-                _ -> done
-            end
-    end.
-
-chat_scenario(#{port := Port, contacts := Contacts}, #{users := Users, size := Size, think_ms := Think,
-                                                       duration_ms := Dur}) ->
-    io_lib:format(
-      "# Written by throng-bench study: every user chats without pause\n"
-      "# (one message every ~b ms to an online contact): the server's routing\n"
-      "# throughput, to compare with raw TCP echo round trips.\n"
-      "name: study-ratio-chat\n"
-      "server: {host: 127.0.0.1, port: ~b, domain: localhost}\n"
-      "users: {name: \"user%N\", password: \"password\", contact_count: ~b}\n"
-      "arrival:\n  - rate: 1000\n    max_users: ~b\n    distribution: constant\n"
-      "length: ~bms\nkeepalive: 60s\n"
-      "sessions:\n  - name: active\n    probability: 1\n    presence: true\n    roster: false\n"
-      "    chat:\n      think: {constant: ~bms}\n      first_after: 5s\n      size: ~b\n",
-      [Think, Port, Contacts, Users, Dur + (Users div 1000 + 1) * 1000 + 5000, Think, Size]).
-
-%% The chat side: a fresh baseline node, every user chatting; msgs/s is the
-%% median per-second delivery rate while every user is in (the ramp and
-%% the end left out).
-chat(Design, Baseline, Scenario, Dir, Opts, _Think, _Dur) ->
-    Work = filename:join(["/tmp", "throng-study-" ++ os:getpid(), "ratio"]),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    Result =
-        case start_server(Design, Baseline, Work, Dir) of
-            {error, Why} -> #{error => Why};
-            {ok, Pid} ->
-                try
-                    {_, Summary} = throng_bench_xmpp:run(#{scenario => Scenario, server_pid => [Pid],
-                                                           out => Dir, print_summary => false,
-                                                           progress => maps:get(progress, Opts, true)}),
-                    Rows = read_csv(filename:join(Dir, "timeseries.csv")),
-                    Users = maps:get(population, Design),
-                    Full = [R || R <- Rows, num(sessions, R) >= Users],
-                    Steady = case length(Full) > 6 of
-                                 true -> lists:sublist(Full, 6, length(Full) - 6);
-                                 false -> Full
-                             end,
-                    Rates = lists:sort([num(msgs_received_s, R) || R <- Steady]),
-                    Cpu = lists:sort([num(server_cpu_pct, R) || R <- Steady]),
-                    case Rates of
-                        [] -> #{error => <<"the users were never all in">>};
-                        _ -> #{msgs_per_s => median(Rates), server_cpu_pct => median(Cpu),
-                               seconds => length(Rates),
-                               lost => maps:get(lost, maps:get(messages, Summary, #{}), 0)}
-                    end
-                after
-                    stop_server(Design, Work, Dir)
-                end
-        end,
-    _ = file:del_dir_r(Work),
-    Result.
-
-%% The echo side: as many sockets, one message of the same size in flight
-%% on each, against the built-in echo server; about 200 round trips each.
-echo(Users, Size, Dir) ->
-    {_, #{rows := Rows}} = throng_bench_echo:run(echo, #{min_size => Size, max_size => Size,
-                                                        total => Users * 200 * Size,
-                                                        parallel => [Users],
-                                                        max_count => Users * 200,
-                                                        timeout => 30000, nodelay => true,
-                                                        out => filename:join(Dir, "echo")}),
-    case Rows of
-        [#{msgs_per_s := M} | _] -> #{round_trips_per_s => M};
-        [] -> #{error => <<"the echo test failed">>}
-    end.
-
-median(L) -> lists:nth((length(L) + 1) div 2, L).
+%% throng_bench_study_ratio searches the capacity, each step on a fresh
+%% baseline node under the baseline's sysctls.
+ratio(Design, R, Out, Opts) ->
+    Baseline = (hd(maps:get(settings, Design)))#{nodes => 1},
+    D = Design#{population => maps:get(users, R)},
+    throng_bench_study_sysctl:with(
+      ?SYSCTL_ROOT, journal(Out), maps:get(sysctl, Baseline),
+      fun() ->
+              throng_bench_study_ratio:measure(
+                D, R, filename:join(Out, "ratio"),
+                #{start => fun(Work, Dir) -> start_server(D, Baseline, Work, Dir) end,
+                  stop => fun(Work, Dir) -> stop_server(D, 1, Work, Dir) end,
+                  progress => maps:get(progress, Opts, true)})
+      end).

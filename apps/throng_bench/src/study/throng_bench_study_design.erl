@@ -10,8 +10,8 @@
 %% cache) falls on every setting alike instead of on the last ones.
 -module(throng_bench_study_design).
 
--export([load/1, parse/2, runs/1, run_id/2, builtin_names/0, fingerprint/1,
-         base_fingerprint/1, setting_fingerprint/1,
+-export([load/1, parse/2, runs/1, run_id/2, builtin_names/0, fingerprint/2,
+         base_fingerprint/1, v1_base_fingerprint/2, setting_fingerprint/1,
          listen_yaml/1]).
 %% API used by tests: a design from text.
 -ignore_xref([{parse, 2}, {builtin_names, 0}]).
@@ -19,7 +19,7 @@
 -type setting() :: #{name := binary(), table := binary(), factor := binary(),
                      erl_flags := binary(), listen := [{binary(), binary()}],
                      config := binary(), sysctl := [{binary(), binary()}],
-                     tls := none | starttls | direct}.
+                     tls := none | starttls | direct, nodes := pos_integer()}.
 -type design() :: #{name := binary(), description := binary(), repeats := pos_integer(),
                     scenario := binary(), population := pos_integer(), rate := number(),
                     contacts := non_neg_integer(), iterations := pos_integer(),
@@ -120,19 +120,23 @@ design(Doc) ->
 
 ratio(F) when F =:= false; F =:= <<"false">> -> false;
 ratio(R) when is_list(R) ->
-    known(<<"ratio.">>, R, [<<"users">>, <<"size">>, <<"think">>, <<"duration">>]),
+    known(<<"ratio.">>, R, [<<"users">>, <<"size">>, <<"duration">>, <<"from">>, <<"p99">>,
+                            <<"refine">>, <<"steps">>]),
     Users = int(<<"ratio.users">>, get(<<"users">>, R, 1000), 2, 18000),
     Users rem 2 =:= 0 orelse throw({design_error, <<"ratio.users">>, <<"expected an even number">>}),
     #{users => Users,
       size => int(<<"ratio.size">>, get(<<"size">>, R, 64), 1, 65536),
-      think_ms => max(1, dur(<<"ratio.think">>, get(<<"think">>, R, <<"10ms">>))),
-      duration_ms => max(5000, dur(<<"ratio.duration">>, get(<<"duration">>, R, <<"30s">>)))};
+      duration_ms => max(5000, dur(<<"ratio.duration">>, get(<<"duration">>, R, <<"20s">>))),
+      from => int(<<"ratio.from">>, get(<<"from">>, R, 500), 10, Users * 1000),
+      p99_ms => max(1, dur(<<"ratio.p99">>, get(<<"p99">>, R, <<"1s">>))),
+      refine => int(<<"ratio.refine">>, get(<<"refine">>, R, 2), 0, 10),
+      max_steps => int(<<"ratio.steps">>, get(<<"steps">>, R, 10), 1, 30)};
 ratio(_) -> throw({design_error, <<"ratio">>, <<"expected a mapping or false">>}).
 
 setting(I, S) when is_list(S) ->
     P = <<"settings[", (integer_to_binary(I))/binary, "].">>,
     known(P, S, [<<"name">>, <<"table">>, <<"factor">>, <<"erl_flags">>, <<"listen">>,
-                 <<"config">>, <<"sysctl">>, <<"tls">>]),
+                 <<"config">>, <<"sysctl">>, <<"tls">>, <<"nodes">>]),
     K = fun(Key) -> <<P/binary, Key/binary>> end,
     #{name => name(K(<<"name">>), get(<<"name">>, S, undefined)),
       table => str(K(<<"table">>), get(<<"table">>, S, <<"other">>)),
@@ -140,6 +144,7 @@ setting(I, S) when is_list(S) ->
       erl_flags => str(K(<<"erl_flags">>), get(<<"erl_flags">>, S, <<>>)),
       listen => scalars(K(<<"listen">>), get(<<"listen">>, S, [])),
       config => str(K(<<"config">>), get(<<"config">>, S, <<>>)),
+      nodes => int(K(<<"nodes">>), get(<<"nodes">>, S, 1), 1, 16),
       sysctl => [case re:run(N, "^net\\.[a-z0-9_.]+$", [{capture, none}]) of
                      match -> {N, V};
                      nomatch -> throw({design_error, K(<<"sysctl">>),
@@ -164,28 +169,38 @@ runs(#{repeats := R, settings := Ss}) ->
 -spec run_id(setting(), pos_integer()) -> binary().
 run_id(#{name := N}, Rep) -> <<N/binary, "-", (integer_to_binary(Rep))/binary>>.
 
-%% @doc What must be equal for a study directory to be resumed with a
-%% design: everything that changes a measurement (names and texts may be
-%% edited in between).
--spec fingerprint(design()) -> binary().
-fingerprint(D) ->
-    Ss = [maps:without([table, factor], S) || S <- maps:get(settings, D)],
-    integer_to_binary(erlang:phash2({base(D), Ss}, 1 bsl 32), 16).
+%% @doc The fingerprint of a whole design as study.json held it before
+%% per-setting fingerprints (texts and repeats left out). RATIO stands for
+%% the design's `ratio' then: the one in that study.json, since the ratio
+%% measures nothing of the runs and may have changed since.
+-spec fingerprint(design(), map() | false) -> binary().
+fingerprint(D, Ratio) ->
+    Ss = [maps:without([table, factor, nodes], S) || S <- maps:get(settings, D)],
+    integer_to_binary(erlang:phash2({v1_base(D, Ratio), Ss}, 1 bsl 32), 16).
 
-%% @doc The part of fingerprint/1 that is not the settings: a study may be
-%% resumed with some of its settings (--only) or with new ones, never with
-%% another population, rate, scenario or stop rule.
+%% @doc What must be equal for a study directory to be resumed with a
+%% design, but for the settings: a study may be resumed with some of its
+%% settings (--only) or with new ones, never with another population,
+%% rate, scenario or stop rule. (Not the ratio: it is measured apart.)
 -spec base_fingerprint(design()) -> binary().
 base_fingerprint(D) ->
-    integer_to_binary(erlang:phash2(base(D), 1 bsl 32), 16).
+    integer_to_binary(erlang:phash2(maps:without([ratio], v1_base(D, false)), 1 bsl 32), 16).
+
+%% @doc base_fingerprint/1 as study.json held it before version 2 (the
+%% design's `ratio' in it; RATIO: the one that study.json held).
+-spec v1_base_fingerprint(design(), map() | false) -> binary().
+v1_base_fingerprint(D, Ratio) ->
+    integer_to_binary(erlang:phash2(v1_base(D, Ratio), 1 bsl 32), 16).
 
 %% @doc What must be equal for a setting's runs to be comparable with the
 %% runs made of a setting of the same name.
 -spec setting_fingerprint(setting()) -> binary().
 setting_fingerprint(S) ->
-    integer_to_binary(erlang:phash2(maps:without([table, factor], S), 1 bsl 32), 16).
+    %% one node is what every setting was before `nodes' existed
+    Drop = [table, factor] ++ [nodes || maps:get(nodes, S, 1) =:= 1],
+    integer_to_binary(erlang:phash2(maps:without(Drop, S), 1 bsl 32), 16).
 
-base(D) -> maps:without([name, description, repeats, settings], D).
+v1_base(D, Ratio) -> maps:without([name, description, repeats, settings], D#{ratio => Ratio}).
 
 %% @doc A setting's listener options as lines of bench/bench_throng.sh's
 %% THRONG_LISTEN_EXTRA (four spaces, key: value).

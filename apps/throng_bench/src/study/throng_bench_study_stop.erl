@@ -5,6 +5,9 @@
 %%
 %%   descriptors  the server holds all but `fd_margin' of its open-file limit
 %%   memory       the server's RSS is above the `memory' cap
+%%   ports        over the last `window_s' seconds, at least `min_errors'
+%%                connects found no local port (the load generator's
+%%                source addresses ran out of ephemeral ports)
 %%   errors       over the last `window_s' seconds, errors / (logins + errors)
 %%                is above `error_rate', with at least `min_errors' errors
 %%   login_p99    the login p99 of each of the last `window_s' seconds is
@@ -24,6 +27,7 @@
 check(Rules, Rows, Facts) ->
     first([fun() -> fds(Rules, Facts) end,
            fun() -> memory(Rules, Rows) end,
+           fun() -> ports(Rules, Rows) end,
            fun() -> errors(Rules, Rows) end,
            fun() -> login_p99(Rules, Rows) end,
            fun() -> population(Facts) end]).
@@ -45,6 +49,19 @@ memory(#{memory := Cap}, [#{server_rss_bytes := Rss} | _]) when is_integer(Cap),
                              [throng_bench_units:format_bytes(Rss),
                               throng_bench_units:format_bytes(Cap)])};
 memory(_, _) -> continue.
+
+ports(#{window_s := W, min_errors := MinE}, Rows) ->
+    Win = window(Rows, W),
+    N = lists:sum([case maps:get(errors_by_type_s, R, #{}) of
+                       #{ports := P} when is_number(P) -> P;
+                       _ -> 0
+                   end || R <- Win]),
+    case N >= MinE of
+        true -> {stop, <<"ports">>,
+                 fmt("~b connects found no local port in the last ~b s (eaddrnotavail: the source "
+                     "addresses' ephemeral ports are used up)", [round(N), length(Win)])};
+        false -> continue
+    end.
 
 errors(#{window_s := W, error_rate := Max, min_errors := MinE}, Rows) ->
     Win = window(Rows, W),
