@@ -99,7 +99,16 @@ job_loop(Launcher, Done, Sample) ->
                                                  memory0 => get(memory0)}},
             job_loop(Launcher, Done, Sample);
         stop ->
+            %% The launcher may be starting a user at this moment: a user it
+            %% starts after the list of processes is taken would never hear
+            %% of the stop and keep the run waiting for its whole session
+            %% (seen: one user of 20,027 held a study run 2 minutes past its
+            %% limit). Once the launcher has ended, every user is there.
+            MRef = monitor(process, Launcher),
             Launcher ! stop,
+            receive {'DOWN', MRef, process, _, _} -> ok
+            after 5000 -> demonitor(MRef, [flush])
+            end,
             each_user(fun(P) -> P ! finish end),
             job_loop(Launcher, Done, Sample);
         {halt, From} ->
