@@ -135,6 +135,9 @@ ratio_search_is_bounded_test_() ->
      ?_assertEqual([500, 1000, 2000], rates(search(1500, (ropts())#{refine => 0}))),
      %% nothing holds down to the floor: no capacity
      ?_assertEqual(null, ?R:best(search(1, ropts()))),
+     %% nor below a rate at which each user would send fewer than 4
+     %% messages in the step (1,000 users, 20 s: 200/s)
+     ?_assertEqual([500, 250], rates(search(1, (ropts())#{duration_ms => 20000}))),
      %% a held step above a failed one (noise) is not a bracket below it
      ?_assertEqual(done, ?R:next([failed(500), held(1000)], ropts()))].
 
@@ -142,7 +145,7 @@ ratio_step_scenario_test() ->
     Y = iolist_to_binary(?R:chat_scenario(#{port => 5222, contacts => 18},
                                           #{users => 1000, size => 64, duration_ms => 20000}, 125)),
     {ok, S} = throng_bench_scenario:parse(Y, <<"step">>),
-    ?assertMatch(#{sessions := [#{chat := #{size := 64}}]}, S),
+    ?assertMatch(#{sessions := [#{chat := #{size := 64, first_after := {uniform, 5000, 5125}}}]}, S),
     ?assertNotEqual(nomatch, binary:match(Y, <<"think: {constant: 125ms}">>)).
 
 %%% The stop rule

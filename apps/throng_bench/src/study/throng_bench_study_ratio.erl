@@ -33,8 +33,10 @@
 -export_type([env/0]).
 
 %% Steps below this offered rate are not tried (a server that cannot route
-%% this many has a problem the search would not explain).
+%% this many has a problem the search would not explain); nor steps whose
+%% users would send fewer than ?MIN_SENDS messages each in `duration'.
 -define(FLOOR, 10).
+-define(MIN_SENDS, 4).
 %% At most one message in this many may be lost (see above).
 -define(LOSS_DENOM, 10000).
 
@@ -48,6 +50,9 @@ measure(Design, R = #{users := Users, size := Size}, Dir, Env) ->
         redo ->
             io:format(standard_error, "~n== study ~ts: routed messages vs TCP echo, ~b connections, "
                       "~b-byte messages~n", [maps:get(name, Design), Users, Size]),
+            %% what an earlier measurement left (its steps, or the old
+            %% method's chat/ and echo/) is replaced
+            _ = file:del_dir_r(Dir),
             ok = filelib:ensure_dir(filename:join(Dir, "x")),
             Steps = search(Design, R, Dir, Env, []),
             Echo = echo(Users, Size, Dir),
@@ -112,7 +117,7 @@ next(Steps, O = #{users := Users}) ->
             end;
         {[], _} ->
             Down = round(lists:min(Failed) / 2),
-            case Down >= ?FLOOR of
+            case Down >= floor_rate(O) of
                 true -> {step, Down};
                 false -> done
             end;
@@ -130,6 +135,12 @@ next(Steps, O = #{users := Users}) ->
                     end
             end
     end.
+
+%% The lowest rate worth a step: every user sends ?MIN_SENDS messages or
+%% more in the step's chat time.
+floor_rate(#{users := Users, duration_ms := Dur}) ->
+    max(?FLOOR, Users * 1000 * ?MIN_SENDS / Dur);
+floor_rate(_) -> ?FLOOR.
 
 %% Steps made after the first moment a held and a failed step existed.
 refinements(Steps) ->
@@ -171,7 +182,7 @@ step(Design, R = #{users := Users, p99_ms := Bound}, Rate, Dir, #{start := Start
                                                            out => Dir, print_summary => false,
                                                            progress => maps:get(progress, Env, true)}),
                     figures(Summary, throng_bench_study:read_csv(filename:join(Dir, "timeseries.csv")),
-                            Users)
+                            Users, Think)
                 after
                     Stop(Work, Dir)
                 end
@@ -180,18 +191,25 @@ step(Design, R = #{users := Users, p99_ms := Bound}, Rate, Dir, #{start := Start
     judge(Measured#{offered => Offered, think_ms => Think}, Bound).
 
 %% The figures of a step: rates are medians over the seconds every user
-%% was in (the first five, before the first messages, and the last left out).
-figures(Summary, Rows, Users) ->
+%% was in and sending (from 5 s + one think time after the last login, when
+%% the last user has sent its first message; the last second left out).
+figures(Summary, Rows, Users, Think) ->
     Full = [R || R <- Rows, num(sessions, R) >= Users],
-    Steady = case length(Full) > 6 of
-                 true -> lists:sublist(Full, 6, length(Full) - 6);
-                 false -> []
+    Steady = case Full of
+                 [] -> [];
+                 [First | _] ->
+                     From = num(t, First) + 5 + Think / 1000,
+                     case [R || R <- Full, num(t, R) >= From] of
+                         [] -> [];
+                         Sending -> lists:droplast(Sending)
+                     end
              end,
     Med = fun(K) -> median(lists:sort([num(K, R) || R <- Steady])) end,
     Msgs = maps:get(messages, Summary, #{}),
-    case Steady of
-        [] -> #{error => <<"the users were never all in long enough">>};
-        _ -> #{msgs_per_s => Med(msgs_received_s), sent_per_s => Med(msgs_sent_s),
+    case length(Steady) >= 3 of
+        false -> #{error => <<"the users were never all in and sending for 3 s">>};
+        true ->
+            #{msgs_per_s => Med(msgs_received_s), sent_per_s => Med(msgs_sent_s),
                server_cpu_pct => Med(server_cpu_pct), seconds => length(Steady),
                sent => maps:get(sent, Msgs, 0),
                lost => maps:get(lost, Msgs, 0), bounced => maps:get(bounced, Msgs, 0),
@@ -223,8 +241,9 @@ fmt_ms(null) -> "none";
 fmt_ms(Ms) -> throng_bench_units:format_ms(Ms).
 
 %% @doc The scenario of a step: every user logs in (1,000 a second), waits
-%% five seconds, then sends one SIZE-byte message every THINK ms to an
-%% online contact for `duration'.
+%% five seconds and a random part of one THINK (so that the users' sends
+%% spread evenly instead of coming in bursts), then sends one SIZE-byte
+%% message every THINK ms to an online contact for `duration'.
 -spec chat_scenario(map(), map(), pos_integer()) -> iodata().
 chat_scenario(#{port := Port, contacts := Contacts}, #{users := Users, size := Size, duration_ms := Dur},
               Think) ->
@@ -237,8 +256,10 @@ chat_scenario(#{port := Port, contacts := Contacts}, #{users := Users, size := S
       "arrival:\n  - rate: 1000\n    max_users: ~b\n    distribution: constant\n"
       "length: ~bms\nkeepalive: 60s\n"
       "sessions:\n  - name: active\n    probability: 1\n    presence: true\n    roster: false\n"
-      "    chat:\n      think: {constant: ~bms}\n      first_after: 5s\n      size: ~b\n",
-      [Think, Port, Contacts, Users, Dur + (Users div 1000 + 1) * 1000 + 5000, Think, Size]).
+      "    chat:\n      think: {constant: ~bms}\n      first_after: {uniform: [5000ms, ~bms]}\n"
+      "      size: ~b\n",
+      [Think, Port, Contacts, Users, Dur + (Users div 1000 + 1) * 1000 + 5000 + Think, Think,
+       5000 + Think, Size]).
 
 %% The echo side: as many sockets, one message of the same size in flight
 %% on each, against the built-in echo server; about 200 round trips each.
