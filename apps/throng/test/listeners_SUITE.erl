@@ -20,7 +20,7 @@ all() ->
 
 groups() ->
     Cases = [reuse_port_listeners_share_a_port, full_listener_stops_listening_and_resumes,
-             listener_ignores_the_nodes_default_backend],
+             listener_ignores_the_nodes_default_backend, kernel_buffers_are_set_per_connection],
     [{inet_driver, [], Cases},
      throng_ct:socket_backend_group(Cases ++ [idle_socket_process_hibernates])].
 
@@ -118,6 +118,22 @@ idle_socket_process_hibernates(Config) ->
                                      process_info(SocketProc, current_function)
                          end, 5000),
     %% Hibernated, it still delivers.
+    R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
+
+%% send_buffer and kernel_recv_buffer reach the kernel (SO_SNDBUF and
+%% SO_RCVBUF) of every connection: set on the listen socket, the accepted
+%% ones have them. Linux reports twice the value asked for (its
+%% bookkeeping overhead), far below its defaults of 16 KB and 128 KB.
+kernel_buffers_are_set_per_connection(Config) ->
+    throng_ct:start(Config, #{listener => #{send_buffer => 6000, kernel_recv_buffer => 5000}}),
+    ok = throng_ct:register(<<"alice">>, <<"password">>),
+    C = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
+    {ok, JID} = throng_jid:parse(?C:jid(C)),
+    {_State, D} = sys:get_state(throng_sm:lookup(JID)),
+    {_Transport, Sock, _} = element(2, D),
+    ?assertEqual({ok, [{sndbuf, 12000}, {recbuf, 10000}]}, inet:getopts(Sock, [sndbuf, recbuf])),
+    %% and the connection works with them
     R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
 

@@ -225,6 +225,14 @@ listener_spec() ->
                               "to net.ipv4.tcp_wmem's maximum. A smaller buffer holds less "
                               "kernel memory per slow client and makes a slow reader show "
                               "sooner in max_queued_stanzas / max_queued_bytes."},
+      kernel_recv_buffer => #{type => {int, 0, 67108864}, default => 0,
+                              doc => "The kernel's receive buffer of each connection "
+                                     "(SO_RCVBUF), in bytes; set on the listen socket, so "
+                                     "that it also bounds the TCP window the server offers "
+                                     "(send_buffer is its sending twin). 0: the kernel's "
+                                     "default, grown by its autotuning up to "
+                                     "net.ipv4.tcp_rmem's maximum. Not recv_buffer, the "
+                                     "bytes the BEAM reads at a time."},
       active_n => #{type => {int, 1, 10000}, default => 100,
                     doc => "Reads the socket delivers before the connection "
                            "process re-arms it ({active, N}). 1 is active-once "

@@ -77,6 +77,7 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
          {backlog, Backlog}, {nodelay, true}, {keepalive, true}, {buffer, Buffer},
          {send_timeout, SendTimeout * 1000}, {send_timeout_close, true}]
         ++ [{sndbuf, SndBuf} || SndBuf > 0]
+        ++ [{recbuf, RcvBuf} || RcvBuf <- [maps:get(kernel_recv_buffer, Opts, 0)], RcvBuf > 0]
         ++ [reuse_port() || maps:get(reuse_port, Opts, false)]
         ++ [{hibernate_after, Hib}],   %% the socket backend's socket processes
     case throng_transport:listen(Transport, Port, SockOpts) of
