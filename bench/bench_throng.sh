@@ -72,7 +72,8 @@ YML
     # transaction log goes into the tables, garbage is collected.
     for i in $(seq 1 "$nodes"); do on "$i" gc >&2; done
     sleep 5
-    for i in $(seq 1 "$nodes"); do cat "$(node_dir "$i")/throng.pid"; echo; done
+    # one pid a line, the last line the last node's (callers take `tail -n 1`)
+    for i in $(seq 1 "$nodes"); do printf '%s\n' "$(cat "$(node_dir "$i")/throng.pid")"; done
     ;;
 stop)
     nodes=$(cat "$dir/nodes" 2>/dev/null || echo 1)
