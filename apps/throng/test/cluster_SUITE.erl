@@ -273,7 +273,9 @@ full_node_stops_listening(Config) ->
     %% Node 1's shared listener holds at most 3 (and, in the moment its
     %% socket closes, at most one more per acceptor).
     Held = erpc:call(N1, throng_sm, count, []),
-    ?assert(Held >= 3 andalso Held =< 3 + 8),
+    %% (the counts in the failure: CI once saw this outside its bounds)
+    ?assertMatch({true, _, _}, {Held >= 3 andalso Held =< 3 + 8, Held,
+                                [erpc:call(N, throng_sm, count, []) || N <- Nodes]}),
     ?assertEqual(30, lists:sum([erpc:call(N, throng_sm, count, []) || N <- Nodes])),
     ?assert(erpc:call(N1, throng_metrics, value, [listener_full]) >= 1),
     [?C:close(C) || C <- Clients],
