@@ -20,9 +20,10 @@
 %% message size) is measured once (OUT/ratio/).
 -module(throng_bench_study).
 
--export([run/1, run_result/4, read_csv/1]).
+-export([run/1, run_result/4, read_csv/1, num/2]).
 %% API used by tests: a run's figures from its files.
 -ignore_xref([{run_result, 4}, {read_csv, 1}]).
+%% num/2 is shared with throng_bench_study_ratio (rows of read_csv/1).
 
 -define(START_TIMEOUT, 600000).
 -define(PORT_FREE_TIMEOUT, 60000).
@@ -140,7 +141,7 @@ reserve_ports(#{port := Port, settings := Ss}) ->
     Key = <<"net.ipv4.ip_local_reserved_ports">>,
     case throng_bench_study_sysctl:writable(?SYSCTL_ROOT, Key) of
         ok ->
-            {ok, Old} = file:read_file(filename:join(?SYSCTL_ROOT, "net/ipv4/ip_local_reserved_ports")),
+            {ok, Old} = throng_bench_study_sysctl:read(?SYSCTL_ROOT, Key),
             Mine = iolist_to_binary(io_lib:format("~b-~b", [Port, Last])),
             [{Key, case string:trim(Old) of
                        <<>> -> Mine;
@@ -517,6 +518,8 @@ series(Rows) ->
     Pick = [R || {I, R} <- lists:enumerate(0, Rows), I rem Step =:= 0],
     [[num(t, R), num(sessions, R), num(server_cpu_pct, R), num(server_sys_pct, R)] || R <- Pick].
 
+%% @doc A number of a read_csv/1 row (0 when the cell is empty).
+-spec num(atom(), map()) -> number().
 num(K, R) ->
     case maps:get(K, R, 0) of
         V when is_number(V) -> V;

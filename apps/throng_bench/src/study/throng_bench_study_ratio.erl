@@ -194,17 +194,17 @@ step(Design, R = #{users := Users, p99_ms := Bound}, Rate, Dir, #{start := Start
 %% was in and sending (from 5 s + one think time after the last login, when
 %% the last user has sent its first message; the last second left out).
 figures(Summary, Rows, Users, Think) ->
-    Full = [R || R <- Rows, num(sessions, R) >= Users],
+    Full = [R || R <- Rows, throng_bench_study:num(sessions, R) >= Users],
     Steady = case Full of
                  [] -> [];
                  [First | _] ->
-                     From = num(t, First) + 5 + Think / 1000,
-                     case [R || R <- Full, num(t, R) >= From] of
+                     From = throng_bench_study:num(t, First) + 5 + Think / 1000,
+                     case [R || R <- Full, throng_bench_study:num(t, R) >= From] of
                          [] -> [];
                          Sending -> lists:droplast(Sending)
                      end
              end,
-    Med = fun(K) -> median(lists:sort([num(K, R) || R <- Steady])) end,
+    Med = fun(K) -> median(lists:sort([throng_bench_study:num(K, R) || R <- Steady])) end,
     Msgs = maps:get(messages, Summary, #{}),
     case length(Steady) >= 3 of
         false -> #{error => <<"the users were never all in and sending for 3 s">>};
@@ -278,8 +278,3 @@ echo(Users, Size, Dir) ->
 median([]) -> 0;
 median(L) -> lists:nth((length(L) + 1) div 2, L).
 
-num(K, R) ->
-    case maps:get(K, R, 0) of
-        V when is_number(V) -> V;
-        _ -> 0
-    end.

@@ -7,7 +7,7 @@
 %% first (recover/2).
 -module(throng_bench_study_sysctl).
 
--export([writable/2, with/4, recover/2]).
+-export([writable/2, read/2, with/4, recover/2]).
 
 %% @doc ok when the sysctl can be read and written back (Root: /proc/sys).
 -spec writable(file:filename(), binary()) -> ok | {error, iolist()}.
@@ -22,11 +22,19 @@ writable(Root, Name) ->
         {error, R} -> {error, io_lib:format("~ts cannot be read (~s)", [Path, R])}
     end.
 
+%% @doc A sysctl's value, without its trailing newline.
+-spec read(file:filename(), binary()) -> {ok, binary()} | {error, file:posix()}.
+read(Root, Name) ->
+    case file:read_file(path(Root, Name)) of
+        {ok, V} -> {ok, strip(V)};
+        {error, _} = E -> E
+    end.
+
 %% @doc Set the sysctls [{Name, Value}], run F, put the old values back.
 -spec with(file:filename(), file:filename(), [{binary(), binary()}], fun(() -> T)) -> T.
 with(_Root, _Journal, [], F) -> F();
 with(Root, Journal, Sys, F) ->
-    Old = [{K, strip(V)} || {K, _} <- Sys, {ok, V} <- [file:read_file(path(Root, K))]],
+    Old = [{K, V} || {K, _} <- Sys, {ok, V} <- [read(Root, K)]],
     ok = file:write_file(Journal, term_to_binary(Old)),
     try
         [ok = file:write_file(path(Root, K), V) || {K, V} <- Sys],
