@@ -100,7 +100,7 @@ expect "slixmpp xep_0050: admin command list, add-user then login, get-online-us
 
 # XEP-0280, XEP-0163/0115/0084, XEP-0352 and XEP-0191 from slixmpp's own
 # plugins, between erin and fay (registered above, otherwise unused).
-expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0352/xep_0191: carbons both ways, avatar metadata event filtered by caps, CSI holds presence, blocking" \
+expect "slixmpp xep_0280/xep_0163/xep_0115/xep_0084/xep_0060/xep_0352/xep_0191: carbons both ways, avatar metadata event filtered by caps, an explicit PEP subscription, CSI holds presence, blocking" \
     $PY "$ROOT/test/e2e/im_e2e.py" 127.0.0.1 "$PORT" "$CA" erin@localhost fay@localhost
 
 # XEP-0045 from slixmpp's xep_0045 plugin: erin creates a room, fay joins.

@@ -2,7 +2,7 @@
 """End-to-end test of the IM extensions with a real third-party client,
 Debian's python3-slixmpp, and its own plugins: XEP-0280 carbons (xep_0280),
 XEP-0163 PEP with XEP-0115 capabilities (xep_0163, xep_0115, xep_0084
-avatars), XEP-0191 blocking (xep_0191) and XEP-0352 client state
+avatars), XEP-0060 explicit subscriptions to a PEP node (xep_0060), XEP-0191 blocking (xep_0191) and XEP-0352 client state
 indication (xep_0352).
 
 Two accounts A and B (password 'secret', as slixmpp_e2e.py's) become
@@ -10,7 +10,8 @@ mutual contacts. A logs in twice (two resources with carbons on); B
 messages one of them and the other gets a received carbon; A's resource
 answers and the other gets a sent carbon. B's client declares interest in
 avatars (+notify through its capabilities); A publishes avatar metadata and
-B's client gets the event. A's second resource says it is inactive; B's
+B's client gets the event. B subscribes explicitly to A's microblog node,
+gets its posts, lists its subscriptions and unsubscribes. A's second resource says it is inactive; B's
 presence change waits until it is active again. A blocks B: B's message
 bounces and the blocklist lists B; then A unblocks B.
 
@@ -20,6 +21,7 @@ Exits 0 when every step happened, 1 (with the failed step) otherwise.
 """
 import asyncio
 import sys
+import xml.etree.ElementTree as ET
 
 import slixmpp_e2e as base
 from slixmpp.exceptions import IqError
@@ -102,6 +104,34 @@ async def main(host, port, ca, a_jid, b_jid):
                                '(filtered by B\'s capabilities)')
     items = await b['xep_0060'].get_items(a_jid, 'urn:xmpp:avatar:metadata')
     base.check(len(items['pubsub']['items']) == 1, 'xep_0060: B reads A\'s avatar metadata item')
+
+    # XEP-0060 explicit subscription (what a microblog reader does): B's
+    # capabilities do not ask for the node, so B subscribes; it gets the
+    # last post at once, then each new one, until it unsubscribes.
+    blog = 'urn:xmpp:microblog:0'
+    posts = asyncio.Queue()
+    b.add_event_handler('pubsub_publish',
+                        lambda m: posts.put_nowait(m['pubsub_event']['items']['item']['id'])
+                        if m['pubsub_event']['items']['node'] == blog else None)
+
+    def post(title):
+        return ET.fromstring(f'<entry xmlns="http://www.w3.org/2005/Atom"><title>{title}</title></entry>')
+    await a1['xep_0060'].publish(a_jid, blog, id='post1', payload=post('first'))
+    r = await b['xep_0060'].subscribe(a_jid, blog)
+    base.check(r['pubsub']['subscription']['subscription'] == 'subscribed',
+               'xep_0060: B subscribed to A\'s microblog node')
+    base.check(await next_of(posts, lambda i: i == 'post1') == 'post1',
+               'xep_0060: B got the last post when it subscribed')
+    await a1['xep_0060'].publish(a_jid, blog, id='post2', payload=post('second'))
+    base.check(await next_of(posts, lambda i: i == 'post2') == 'post2',
+               'xep_0060: B got the next post')
+    subs = await b['xep_0060'].get_subscriptions(a_jid)
+    base.check([s['node'] for s in subs['pubsub']['subscriptions']] == [blog],
+               'xep_0060: B\'s subscriptions list the node')
+    await b['xep_0060'].unsubscribe(a_jid, blog)
+    await a1['xep_0060'].publish(a_jid, blog, id='post3', payload=post('third'))
+    base.check(await nothing_from(posts, lambda i: i == 'post3', 2),
+               'xep_0060: after unsubscribing B gets no more posts')
 
     # XEP-0352: A's second resource is inactive; B's presence change waits.
     base.check(a2['xep_0352'].enabled,

@@ -28,7 +28,12 @@ all() ->
      wrong_caps_answer_not_trusted, access_presence, access_open, access_whitelist,
      publish_options_create_and_preconditions, retract_notifies, delete_node,
      configure_node, create_node, others_cannot_publish, payload_too_big, survives_restart,
-     removed_account_forgotten, node_discovery].
+     removed_account_forgotten, node_discovery,
+     subscribe_explicitly_as_a_contact, subscribe_refused_by_the_access_model,
+     subscribe_for_another_jid_refused, unsubscribe_ends_notifications,
+     subscriptions_and_affiliations_retrieved, owner_manages_subscriptions,
+     explicit_and_implicit_interest_notified_once, subscriber_losing_access_not_notified,
+     delete_ends_subscriptions, removed_subscriber_forgotten].
 
 init_per_testcase(payload_too_big, Config) ->
     start(Config, #{modules => #{pep => #{max_item_bytes => 100}}});
@@ -447,3 +452,191 @@ node_discovery(_) ->
     %% Carol shares nothing with Alice: the account answers her nothing.
     Cc = login(<<"carol">>, <<"r">>),
     ?assertEqual(<<"service-unavailable">>, condition(Q(Cc, ?NS_DISCO_INFO, ?NODE))).
+
+%%% Explicit subscriptions (XEP-0060 §5.6, §5.7, §6.1, §6.2, §8.8)
+
+%% Logs in and becomes available without capabilities (what arrives at
+%% once is dropped).
+available(User, Res) ->
+    C = login(User, Res),
+    ?C:send(C, el(<<"presence">>, [], [])),
+    _ = collect(C),
+    C.
+
+subscribe(C, Owner, Node, Jid) ->
+    iq(C, <<"set">>, pubsub([el(<<"subscribe">>, [{<<"node">>, Node}, {<<"jid">>, Jid}], [])]), Owner).
+
+unsubscribe(C, Owner, Node, Jid) ->
+    iq(C, <<"set">>, pubsub([el(<<"unsubscribe">>, [{<<"node">>, Node}, {<<"jid">>, Jid}], [])]), Owner).
+
+%% The <subscription/> elements of a result: [{Node, Jid, Subscription}].
+subscriptions_of(R, NS) ->
+    P = throng_xml:subel(R, <<"pubsub">>, NS),
+    [{throng_xml:attr(<<"node">>, X), throng_xml:attr(<<"jid">>, X), throng_xml:attr(<<"subscription">>, X)}
+     || Parent <- throng_xml:subels(P), X <- [Parent | throng_xml:subels(Parent)],
+        X#xmlel.name =:= <<"subscription">>].
+
+%% A contact whose client does not advertise +notify subscribes to a node
+%% (§6.1): it is subscribed, gets the last item at once and every later
+%% one.
+subscribe_explicitly_as_a_contact(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    B = available(<<"bob">>, <<"r">>),
+    R = subscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>),
+    ?assertEqual(<<"result">>, type(R)),
+    ?assertEqual([{?NODE, <<"bob@localhost">>, <<"subscribed">>}], subscriptions_of(R, ?NS_PUBSUB)),
+    ?assertEqual([{?NODE, [<<"t1">>], []}], events(collect(B))),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>))),
+    ?assertEqual([{?NODE, [<<"t2">>], []}], events(collect(B))).
+
+%% Whom the access model does not allow cannot subscribe: a stranger to a
+%% presence node (not-authorized + presence-subscription-required), a
+%% contact to a whitelist node (not-allowed + closed-node); anyone may
+%% subscribe to an open node and is notified; a node that does not exist
+%% is item-not-found.
+subscribe_refused_by_the_access_model(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    <<"result">> = type(publish(A, <<"wl">>, <<"w1">>, tune(<<"a">>),
+                                [{<<"pubsub#access_model">>, <<"whitelist">>}])),
+    <<"result">> = type(publish(A, <<"open">>, <<"o1">>, tune(<<"a">>),
+                                [{<<"pubsub#access_model">>, <<"open">>}])),
+    Cc = available(<<"carol">>, <<"r">>),
+    R1 = subscribe(Cc, <<"alice@localhost">>, ?NODE, <<"carol@localhost">>),
+    ?assertEqual({<<"not-authorized">>, <<"presence-subscription-required">>}, {condition(R1), app_condition(R1)}),
+    B = available(<<"bob">>, <<"r">>),
+    R2 = subscribe(B, <<"alice@localhost">>, <<"wl">>, <<"bob@localhost">>),
+    ?assertEqual({<<"not-allowed">>, <<"closed-node">>}, {condition(R2), app_condition(R2)}),
+    ?assertEqual(<<"item-not-found">>,
+                 condition(subscribe(B, <<"alice@localhost">>, <<"nothing">>, <<"bob@localhost">>))),
+    ?assertEqual(<<"result">>, type(subscribe(Cc, <<"alice@localhost">>, <<"open">>, <<"carol@localhost/r">>))),
+    ?assertEqual([{<<"open">>, [<<"o1">>], []}], events(collect(Cc))),
+    <<"result">> = type(publish(A, <<"open">>, <<"o2">>, tune(<<"b">>))),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>))),
+    ?assertEqual([{<<"open">>, [<<"o2">>], []}], events(collect(Cc))),
+    ?assertEqual([], events(collect(B))).
+
+%% A subscription is for the asker's own JID (§6.1.3.1): another's is
+%% bad-request + invalid-jid, and subscribes nobody.
+subscribe_for_another_jid_refused(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>),
+                                [{<<"pubsub#access_model">>, <<"open">>}])),
+    B = available(<<"bob">>, <<"r">>),
+    R = subscribe(B, <<"alice@localhost">>, ?NODE, <<"carol@localhost">>),
+    ?assertEqual({<<"bad-request">>, <<"invalid-jid">>}, {condition(R), app_condition(R)}),
+    ?assertEqual(<<"bad-request">>, condition(iq(B, <<"set">>, pubsub([el(<<"subscribe">>, [{<<"node">>, ?NODE}], [])]),
+                                                 <<"alice@localhost">>))),
+    ?assertEqual([], throng_pep_subs:list(<<"alice">>, <<"localhost">>, ?NODE)).
+
+%% §6.2: after unsubscribing nothing more arrives; a second unsubscribe is
+%% unexpected-request + not-subscribed.
+unsubscribe_ends_notifications(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    B = available(<<"bob">>, <<"r">>),
+    <<"result">> = type(subscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>)),
+    _ = collect(B),
+    ?assertEqual(<<"result">>, type(unsubscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>))),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>))),
+    ?assertEqual([], events(collect(B))),
+    R = unsubscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>),
+    ?assertEqual({<<"unexpected-request">>, <<"not-subscribed">>}, {condition(R), app_condition(R)}).
+
+%% §5.6 and §5.7: a subscriber lists its subscriptions on the account
+%% (durable across a restart); the owner lists its affiliations (owner of
+%% every node), and another account has none.
+subscriptions_and_affiliations_retrieved(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    <<"result">> = type(publish(A, <<"mood">>, <<"m1">>, tune(<<"a">>))),
+    B = available(<<"bob">>, <<"r">>),
+    <<"result">> = type(subscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>)),
+    ?C:close(A),
+    ?C:close(B),
+    throng_ct:restart(),
+    B2 = available(<<"bob">>, <<"r">>),
+    Subs = iq(B2, <<"get">>, pubsub([el(<<"subscriptions">>, [], [])]), <<"alice@localhost">>),
+    ?assertEqual([{?NODE, <<"bob@localhost">>, <<"subscribed">>}], subscriptions_of(Subs, ?NS_PUBSUB)),
+    A2 = login(<<"alice">>, <<"r">>),
+    Affs = iq(A2, <<"get">>, pubsub([el(<<"affiliations">>, [], [])])),
+    ?assertEqual(lists:sort([{<<"mood">>, <<"owner">>}, {?NODE, <<"owner">>}]),
+                 lists:sort([{throng_xml:attr(<<"node">>, X), throng_xml:attr(<<"affiliation">>, X)}
+                             || X <- throng_xml:subels(throng_xml:subel(throng_xml:subel(Affs, <<"pubsub">>),
+                                                                        <<"affiliations">>))])),
+    Other = iq(B2, <<"get">>, pubsub([el(<<"affiliations">>, [], [])]), <<"alice@localhost">>),
+    ?assertEqual([], throng_xml:subels(throng_xml:subel(throng_xml:subel(Other, <<"pubsub">>),
+                                                        <<"affiliations">>))).
+
+%% §8.8: the owner lists a node's subscribers, adds one and removes one;
+%% a contact may not.
+owner_manages_subscriptions(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    B = available(<<"bob">>, <<"r">>),
+    <<"result">> = type(subscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>)),
+    Get = fun() -> subscriptions_of(iq(A, <<"get">>, owner([el(<<"subscriptions">>, [{<<"node">>, ?NODE}], [])])),
+                                    ?NS_OWNER) end,
+    ?assertEqual([{undefined, <<"bob@localhost">>, <<"subscribed">>}], Get()),
+    Set = iq(A, <<"set">>, owner([el(<<"subscriptions">>, [{<<"node">>, ?NODE}],
+                                     [el(<<"subscription">>, [{<<"jid">>, <<"bob@localhost">>},
+                                                              {<<"subscription">>, <<"none">>}], []),
+                                      el(<<"subscription">>, [{<<"jid">>, <<"carol@localhost">>},
+                                                              {<<"subscription">>, <<"subscribed">>}], [])])])),
+    ?assertEqual(<<"result">>, type(Set)),
+    ?assertEqual([{undefined, <<"carol@localhost">>, <<"subscribed">>}], Get()),
+    ?assertEqual(<<"forbidden">>,
+                 condition(iq(B, <<"get">>, owner([el(<<"subscriptions">>, [{<<"node">>, ?NODE}], [])]),
+                              <<"alice@localhost">>))).
+
+%% A contact interested through its capabilities and subscribed as well
+%% gets each event once.
+explicit_and_implicit_interest_notified_once(_) ->
+    {B, _} = online(<<"bob">>, <<"r">>, [notify(?NODE)]),
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>))),
+    <<"result">> = type(subscribe(B, <<"alice@localhost">>, ?NODE, <<"bob@localhost">>)),
+    _ = collect(B),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>))),
+    ?assertEqual([{?NODE, [<<"t2">>], []}], events(collect(B))).
+
+%% A subscriber the node no longer allows (open turned whitelist) gets no
+%% more events.
+subscriber_losing_access_not_notified(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>), [{<<"pubsub#access_model">>, <<"open">>}])),
+    Cc = available(<<"carol">>, <<"r">>),
+    <<"result">> = type(subscribe(Cc, <<"alice@localhost">>, ?NODE, <<"carol@localhost">>)),
+    _ = collect(Cc),
+    <<"result">> = type(iq(A, <<"set">>, owner([el(<<"configure">>, [{<<"node">>, ?NODE}],
+                                                  [form(<<"http://jabber.org/protocol/pubsub#node_config">>,
+                                                        [{<<"pubsub#access_model">>, <<"whitelist">>}])])]))),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>))),
+    ?assertEqual([], events(collect(Cc))).
+
+%% Deleting a node notifies its subscribers and ends their subscriptions: a
+%% node of the same name made later has none.
+delete_ends_subscriptions(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>), [{<<"pubsub#access_model">>, <<"open">>}])),
+    Cc = available(<<"carol">>, <<"r">>),
+    <<"result">> = type(subscribe(Cc, <<"alice@localhost">>, ?NODE, <<"carol@localhost">>)),
+    _ = collect(Cc),
+    <<"result">> = type(iq(A, <<"set">>, owner([el(<<"delete">>, [{<<"node">>, ?NODE}], [])]))),
+    ?assertEqual([{delete, ?NODE}], events(collect(Cc))),
+    <<"result">> = type(publish(A, ?NODE, <<"t2">>, tune(<<"b">>), [{<<"pubsub#access_model">>, <<"open">>}])),
+    ?assertEqual([], events(collect(Cc))),
+    ?assertEqual(not_found, throng_storage:kv_get(pep_subs, {<<"alice">>, <<"localhost">>, ?NODE})).
+
+%% A removed account's subscriptions end: an account made later under its
+%% name inherits none.
+removed_subscriber_forgotten(_) ->
+    A = login(<<"alice">>, <<"r">>),
+    <<"result">> = type(publish(A, ?NODE, <<"t1">>, tune(<<"a">>), [{<<"pubsub#access_model">>, <<"open">>}])),
+    Cc = available(<<"carol">>, <<"r">>),
+    <<"result">> = type(subscribe(Cc, <<"alice@localhost">>, ?NODE, <<"carol@localhost">>)),
+    ?C:close(Cc),
+    ok = throng_auth:unregister(<<"carol">>, <<"localhost">>),
+    ?assertEqual([], throng_pep_subs:list(<<"alice">>, <<"localhost">>, ?NODE)),
+    ?assertEqual(not_found, throng_storage:kv_get(pep_subscribed, {<<"carol">>, <<"localhost">>})).

@@ -13,7 +13,11 @@
 %% `open' (anyone), `whitelist' (the owner only).</li>
 %% <li>Notifications go to the available resources of the owner and of the
 %% contacts allowed to see the node whose capabilities (XEP-0115,
-%% {@link throng_caps}) include `NODE+notify' ("auto-subscription").</li>
+%% {@link throng_caps}) include `NODE+notify' ("auto-subscription"), and to
+%% the JIDs subscribed explicitly (XEP-0060 §6.1: `subscribe', whom the
+%% access model allows; `unsubscribe'; the asker's `subscriptions' and
+%% `affiliations'; the owner's `subscriptions' get and set), kept by
+%% {@link throng_pep_subs}. Subscription options are not offered.</li>
 %% <li>At a resource's first available presence it gets the last item of
 %% every node it is interested in, of its own account and of each contact
 %% whose presence it receives. If its capabilities are not known yet the
@@ -95,6 +99,8 @@ features() ->
                             <<"retrieve-items">>, <<"delete-nodes">>, <<"auto-create">>,
                             <<"create-nodes">>, <<"create-and-configure">>,
                             <<"auto-subscribe">>, <<"persistent-items">>, <<"last-published">>,
+                            <<"subscribe">>, <<"retrieve-subscriptions">>,
+                            <<"retrieve-affiliations">>, <<"manage-subscriptions">>,
                             <<"filtered-notifications">>, <<"config-node">>,
                             <<"access-presence">>, <<"access-open">>, <<"access-whitelist">>,
                             <<"item-ids">>, <<"multi-items">>]]].
@@ -102,9 +108,18 @@ features() ->
 %%% The owner's and the askers' requests
 
 %% @doc IQ handler, `http://jabber.org/protocol/pubsub' on a bare JID.
--spec pubsub(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{}.
-pubsub(IQ, #{payload := Payload} = Ctx) ->
-    answer(IQ, fun() -> request(throng_stanza:type(IQ), action(Payload), Payload, Ctx) end).
+-spec pubsub(#xmlel{}, throng_ext:iq_ctx()) -> #xmlel{} | noreply.
+pubsub(IQ, #{payload := Payload, from := From, to := To} = Ctx) ->
+    case answer(IQ, fun() -> request(throng_stanza:type(IQ), action(Payload), Payload, Ctx) end) of
+        {Reply, Then} ->
+            %% What must follow the reply (XEP-0060 §6.1.7: the last item
+            %% after the subscription's result) is routed after it.
+            throng_router:route(To, From, throng_stanza:strip_from_to(Reply)),
+            Then(),
+            noreply;
+        Reply ->
+            Reply
+    end.
 
 %% @doc IQ handler, `http://jabber.org/protocol/pubsub#owner': the owner
 %% configures and deletes its nodes.
@@ -119,6 +134,7 @@ owner(IQ, #{payload := Payload} = Ctx) ->
 %% condition; a store that fails is internal-server-error.
 answer(IQ, Request) ->
     try Request() of
+        {result, {after_reply, Children, Then}} -> {throng_stanza:iq_result(IQ, Children), Then};
         {result, Children} -> throng_stanza:iq_result(IQ, Children);
         {error, Cond} -> throng_stanza:error_reply(IQ, Cond);
         {error, Cond, App} -> throng_stanza:error_reply(IQ, Cond, <<>>, pubsub_error(App))
@@ -134,6 +150,8 @@ action(#xmlel{children = Children}) ->
         [] -> none
     end.
 
+pubsub_error({App, Feature}) ->
+    #xmlel{name = App, attrs = [{<<"xmlns">>, ?NS_ERRORS}, {<<"feature">>, Feature}]};
 pubsub_error(App) ->
     #xmlel{name = App, attrs = [{<<"xmlns">>, ?NS_ERRORS}]}.
 
@@ -157,11 +175,19 @@ request(<<"set">>, #xmlel{name = <<"create">>} = C, Payload, Ctx) ->
         true -> create(C, throng_xml:subel(Payload, <<"configure">>), Ctx);
         false -> {error, forbidden}
     end;
-request(_Type, #xmlel{name = Name}, _Payload, _Ctx)
-  when Name =:= <<"subscribe">>; Name =:= <<"unsubscribe">>; Name =:= <<"subscriptions">>;
-       Name =:= <<"affiliations">>; Name =:= <<"options">> ->
-    %% PEP subscriptions are implicit (presence and capabilities).
-    {error, 'feature-not-implemented', <<"unsupported">>};
+request(<<"set">>, #xmlel{name = <<"subscribe">>} = Sub, Payload, Ctx) ->
+    case throng_xml:subel(Payload, <<"options">>) of
+        undefined -> subscribe(Sub, Ctx);
+        _ -> {error, 'feature-not-implemented', {<<"unsupported">>, <<"subscription-options">>}}
+    end;
+request(<<"set">>, #xmlel{name = <<"unsubscribe">>} = Unsub, _Payload, Ctx) ->
+    unsubscribe(Unsub, Ctx);
+request(<<"get">>, #xmlel{name = <<"subscriptions">>} = Subs, _Payload, Ctx) ->
+    subscriptions(Subs, Ctx);
+request(<<"get">>, #xmlel{name = <<"affiliations">>} = Affs, _Payload, Ctx) ->
+    affiliations(Affs, Ctx);
+request(_Type, #xmlel{name = <<"options">>}, _Payload, _Ctx) ->
+    {error, 'feature-not-implemented', {<<"unsupported">>, <<"subscription-options">>}};
 request(_Type, _Action, _Payload, _Ctx) ->
     {error, 'bad-request'}.
 
@@ -343,6 +369,111 @@ items(I, #{to := #jid{user = U, server = S}} = Ctx) ->
                                                                || {Id, D, P, _} <- Items]}]}]}
            end], start).
 
+%%% Explicit subscriptions (XEP-0060 §5.6, §5.7, §6.1, §6.2)
+
+%% §6.1: From subscribes itself (its bare or a full JID) to a node it may
+%% see; it gets the node's last item at once (send_last_published_item).
+subscribe(Sub, #{to := #jid{user = U, server = S}, from := From}) ->
+    chain([fun() -> node_name(Sub) end,
+           fun(Node) ->
+                   case sub_jid(Sub, From) of
+                       {ok, SubJid} -> {ok, {Node, SubJid}};
+                       error -> {error, 'bad-request', <<"invalid-jid">>}
+                   end
+           end,
+           fun({Node, SubJid}) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       N ->
+                           Config = throng_pep_node:config(N),
+                           case may_subscribe(asker({U, S}, {From#jid.user, From#jid.server}), Config) of
+                               ok -> {ok, {Node, SubJid, N}};
+                               Error -> Error
+                           end
+                   end
+           end,
+           fun({Node, #jid{user = SU, server = SS, resource = SR} = SubJid, N}) ->
+                   ok = throng_pep_subs:add(U, S, Node, {SU, SS, SR}),
+                   Last = fun() ->
+                                  case maps:get(send_last_published_item, throng_pep_node:config(N))
+                                      andalso throng_pep_node:last(N) of
+                                      {Id, Data, Publisher, _} ->
+                                          throng_router:route(#jid{user = U, server = S}, SubJid,
+                                                              items_event(Node, [item_el(Id, Data, Publisher)]));
+                                      _ -> ok
+                                  end
+                          end,
+                   {ok, {after_reply, [pubsub_el(?NS_PUBSUB, [subscription_el(Node, SubJid)])], Last}}
+           end], start).
+
+%% §6.2: the subscription ends; one the asker does not hold is
+%% unexpected-request + not-subscribed.
+unsubscribe(Unsub, #{to := #jid{user = U, server = S}, from := From}) ->
+    chain([fun() -> node_name(Unsub) end,
+           fun(Node) ->
+                   case sub_jid(Unsub, From) of
+                       {ok, SubJid} -> {ok, {Node, SubJid}};
+                       error -> {error, forbidden}
+                   end
+           end,
+           fun({Node, #jid{user = SU, server = SS, resource = SR}}) ->
+                   case get_node(U, S, Node) =:= not_found of
+                       true -> {error, 'item-not-found'};
+                       false ->
+                           case throng_pep_subs:remove(U, S, Node, {SU, SS, SR}) of
+                               ok -> {ok, []};
+                               not_subscribed -> {error, 'unexpected-request', <<"not-subscribed">>}
+                           end
+                   end
+           end], start).
+
+%% §5.6: the asker's subscriptions to this account's nodes (to one node,
+%% with `node').
+subscriptions(Subs, #{to := #jid{user = U, server = S}, from := #jid{user = FU, server = FS}}) ->
+    Nodes = case throng_xml:attr(<<"node">>, Subs) of
+                undefined -> node_names(U, S);
+                Node -> [Node]
+            end,
+    Mine = [subscription_el(Node, #jid{user = SU, server = SS, resource = SR})
+            || Node <- Nodes, {SU, SS, SR} <- throng_pep_subs:list(U, S, Node), {SU, SS} =:= {FU, FS}],
+    {result, [pubsub_el(?NS_PUBSUB, [#xmlel{name = <<"subscriptions">>, children = Mine}])]}.
+
+%% §5.7: the owner owns every node; nobody else has an affiliation.
+affiliations(Affs, #{to := #jid{user = U, server = S}} = Ctx) ->
+    Nodes = case {is_owner(Ctx), throng_xml:attr(<<"node">>, Affs)} of
+                {false, _} -> [];
+                {true, undefined} -> node_names(U, S);
+                {true, Node} -> [N || N <- node_names(U, S), N =:= Node]
+            end,
+    {result, [pubsub_el(?NS_PUBSUB,
+                        [#xmlel{name = <<"affiliations">>,
+                                children = [#xmlel{name = <<"affiliation">>,
+                                                   attrs = [{<<"node">>, N}, {<<"affiliation">>, <<"owner">>}]}
+                                            || N <- Nodes]}])]}.
+
+%% The JID of a (un)subscribe: the `jid' attribute, which must be the
+%% asker's own (its bare JID or one of its full JIDs, XEP-0060 §6.1.3.1).
+sub_jid(El, #jid{user = FU, server = FS}) ->
+    case throng_jid:parse(throng_xml:attr(<<"jid">>, El, <<>>)) of
+        {ok, #jid{user = FU, server = FS} = J} -> {ok, J};
+        _ -> error
+    end.
+
+may_subscribe(Who, Config) ->
+    case {throng_pep_node:may_access(Who, Config), Config} of
+        {true, _} -> ok;
+        {false, #{access_model := whitelist}} -> {error, 'not-allowed', <<"closed-node">>};
+        {false, _} -> {error, 'not-authorized', <<"presence-subscription-required">>}
+    end.
+
+subscription_el(Node, Jid) ->
+    #xmlel{name = <<"subscription">>,
+           attrs = [{<<"node">>, Node}, {<<"jid">>, throng_jid:to_binary(Jid)},
+                    {<<"subscription">>, <<"subscribed">>}]}.
+
+pubsub_el(NS, Children) ->
+    #xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, NS}], children = Children}.
+
 %% Who asks for Owner's node: the owner itself, a contact Owner shares its
 %% presence with (subscription from/both), or anyone else.
 asker(Owner, Owner) ->
@@ -395,9 +526,66 @@ owner_request(<<"set">>, #xmlel{name = <<"delete">>} = D, #{to := #jid{user = U,
                            remove_node_name(U, S, Node),
                            notify(Owner, Node, throng_pep_node:config(N),
                                   event([#xmlel{name = <<"delete">>, attrs = [{<<"node">>, Node}]}])),
+                           ok = throng_pep_subs:drop_node(U, S, Node),
                            {ok, []}
                    end
            end], start);
+owner_request(<<"get">>, #xmlel{name = <<"subscriptions">>} = Subs, #{to := #jid{user = U, server = S}}) ->
+    %% §8.8.1: the node's subscribers.
+    chain([fun() -> node_name(Subs) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       _ ->
+                           Els = [#xmlel{name = <<"subscription">>,
+                                         attrs = [{<<"jid">>, throng_jid:to_binary(
+                                                                 #jid{user = SU, server = SS, resource = SR})},
+                                                  {<<"subscription">>, <<"subscribed">>}]}
+                                  || {SU, SS, SR} <- throng_pep_subs:list(U, S, Node)],
+                           {ok, [pubsub_el(?NS_OWNER, [#xmlel{name = <<"subscriptions">>,
+                                                               attrs = [{<<"node">>, Node}],
+                                                               children = Els}])]}
+                   end
+           end], start);
+owner_request(<<"set">>, #xmlel{name = <<"subscriptions">>} = Subs, #{to := #jid{user = U, server = S}}) ->
+    %% §8.8.2: the owner subscribes or unsubscribes anyone (`subscribed',
+    %% `none'); one bad entry and nothing changes.
+    chain([fun() -> node_name(Subs) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       _ -> {ok, Node}
+                   end
+           end,
+           fun(Node) ->
+                   Changes = [subscription_change(E) || #xmlel{name = <<"subscription">>} = E
+                                                            <- Subs#xmlel.children],
+                   case lists:member(error, Changes) of
+                       true -> {error, 'bad-request'};
+                       false ->
+                           ok = throng_pep_subs:set(U, S, Node, Changes),
+                           {ok, []}
+                   end
+           end], start);
+owner_request(<<"get">>, #xmlel{name = <<"affiliations">>} = Affs,
+              #{to := #jid{user = U, server = S} = Owner}) ->
+    %% §8.9.1: the owner is the node's only affiliate.
+    chain([fun() -> node_name(Affs) end,
+           fun(Node) ->
+                   case get_node(U, S, Node) of
+                       not_found -> {error, 'item-not-found'};
+                       _ ->
+                           Aff = #xmlel{name = <<"affiliation">>,
+                                        attrs = [{<<"jid">>, throng_jid:to_binary(throng_jid:bare(Owner))},
+                                                 {<<"affiliation">>, <<"owner">>}]},
+                           {ok, [pubsub_el(?NS_OWNER, [#xmlel{name = <<"affiliations">>,
+                                                               attrs = [{<<"node">>, Node}],
+                                                               children = [Aff]}])]}
+                   end
+           end], start);
+owner_request(<<"set">>, #xmlel{name = <<"affiliations">>}, _Ctx) ->
+    %% A PEP node has one publisher, its owner.
+    {error, 'feature-not-implemented', {<<"unsupported">>, <<"modify-affiliations">>}};
 owner_request(<<"get">>, #xmlel{name = <<"default">>}, _Ctx) ->
     {result, [#xmlel{name = <<"pubsub">>, attrs = [{<<"xmlns">>, ?NS_OWNER}],
                      children = [#xmlel{name = <<"default">>,
@@ -405,11 +593,21 @@ owner_request(<<"get">>, #xmlel{name = <<"default">>}, _Ctx) ->
 owner_request(_Type, _Action, _Ctx) ->
     {error, 'bad-request'}.
 
+subscription_change(E) ->
+    case {throng_jid:parse(throng_xml:attr(<<"jid">>, E, <<>>)), throng_xml:attr(<<"subscription">>, E)} of
+        {{ok, #jid{user = SU, server = SS, resource = SR}}, <<"subscribed">>} -> {{SU, SS, SR}, subscribed};
+        {{ok, #jid{user = SU, server = SS, resource = SR}}, <<"none">>} -> {{SU, SS, SR}, none};
+        _ -> error
+    end.
+
 %%% Notifications
 
 %% Sends an event about Owner's node to every available resource that is
 %% allowed to see it and interested in it (NODE+notify in its caps): the
-%% owner's own, and those of contacts with a subscription from/both.
+%% owner's own, and those of contacts with a subscription from/both; then
+%% to the explicit subscribers still allowed to see it, unless the
+%% subscribed JID (a full JID, or any resource of a bare one) already got
+%% it.
 notify(#jid{user = U, server = S} = Owner, Node, Config, Event) ->
     {_Ver, Roster} = throng_storage:roster_get(U, S),
     Contacts = [{asker_of(Sub), C} || #roster_item{jid = {_, CS} = C, subscription = Sub} <- Roster,
@@ -417,10 +615,26 @@ notify(#jid{user = U, server = S} = Owner, Node, Config, Event) ->
     Allowed = [{U, S} | [C || {Who, C} <- Contacts, throng_pep_node:may_access(Who, Config)]],
     Online = throng_sm:available_many(lists:usort(Allowed)),
     Notify = <<Node/binary, "+notify">>,
-    [throng_router:route(Owner, #jid{user = CU, server = CS, resource = R}, Event)
-     || {CU, CS} <- lists:usort(Allowed), {R, _Pid, _Prio, Pres} <- maps:get({CU, CS}, Online, []),
-        wants(Pres, Notify)],
+    Implicit = [{CU, CS, R} || {CU, CS} <- lists:usort(Allowed),
+                               {R, _Pid, _Prio, Pres} <- maps:get({CU, CS}, Online, []),
+                               wants(Pres, Notify)],
+    Reached = lists:usort([{CU, CS} || {CU, CS, _} <- Implicit]),
+    Explicit = [X || {XU, XS, XR} = X <- throng_pep_subs:list(U, S, Node),
+                     not lists:member(X, Implicit),
+                     XR =/= <<>> orelse not lists:member({XU, XS}, Reached),
+                     throng_pep_node:may_access(subscriber_asker({U, S}, {XU, XS}, Roster), Config)],
+    [throng_router:route(Owner, #jid{user = XU, server = XS, resource = XR}, Event)
+     || {XU, XS, XR} <- Implicit ++ Explicit],
     ok.
+
+%% asker/2 for an explicit subscriber, from the roster already read.
+subscriber_asker(Owner, Owner, _Roster) ->
+    owner;
+subscriber_asker(_Owner, Contact, Roster) ->
+    case lists:keyfind(Contact, #roster_item.jid, Roster) of
+        #roster_item{subscription = Sub} -> asker_of(Sub);
+        false -> other
+    end.
 
 asker_of(Sub) when Sub =:= from; Sub =:= both -> subscriber;
 asker_of(_) -> other.
@@ -653,7 +867,11 @@ remove_node_name(U, S, Node) ->
 %% @doc Hook: the account is gone, and its nodes with it.
 -spec user_removed(ok, #{user := binary(), server := binary()}) -> ok.
 user_removed(ok, #{user := U, server := S}) ->
-    [ok = throng_storage:kv_delete(?BUCKET, {U, S, Node}) || Node <- node_names(U, S)],
+    [begin
+         ok = throng_storage:kv_delete(?BUCKET, {U, S, Node}),
+         ok = throng_pep_subs:drop_node(U, S, Node)
+     end || Node <- node_names(U, S)],
+    ok = throng_pep_subs:account_removed(U, S),
     ok = throng_storage:kv_delete(?NODES, {U, S}).
 
 default_config() ->

@@ -1,0 +1,124 @@
+%% @doc Explicit subscriptions to PEP nodes (XEP-0060 §6.1–6.2, XEP-0163
+%% §4.3): who asked, with a `<subscribe/>', to be notified of a node of
+%% another account, whatever its capabilities say. Most PEP interest is
+%% implicit (presence plus `+notify' capabilities, {@link throng_mod_pep});
+%% these are the rest: clients that do not advertise `+notify', services
+%% and readers of open nodes who are not contacts.
+%%
+%% Stored in the per-module store, beside the nodes:
+%% <ul>
+%% <li>bucket `pep_subs', key `{User, Server, Node}': the node's
+%% subscribers, `[{SubUser, SubServer, SubResource}]' sorted (resource
+%% `<<>>' for a bare JID);</li>
+%% <li>bucket `pep_subscribed', key `{SubUser, SubServer}': the nodes a
+%% local account subscribed to, `[{User, Server, Node}]', read only when
+%% that account is removed (so that a later account of the same name
+%% inherits nothing).</li>
+%% </ul>
+%% A change runs under a cluster-wide lock of the node (`global:trans/2'),
+%% so that two subscribers at once both stay subscribed. Nothing is read
+%% at login, and a publish reads one key more only for the node it
+%% publishes to.
+-module(throng_pep_subs).
+
+-export([list/3, add/4, remove/4, set/4, drop_node/3, account_removed/2]).
+
+-define(SUBS, pep_subs).
+-define(SUBSCRIBED, pep_subscribed).
+
+%% A subscriber's JID: {User, Server, Resource}, Resource <<>> when bare.
+-type sub() :: {binary(), binary(), binary()}.
+-export_type([sub/0]).
+
+%% @doc The subscribers of the node Node of U@S.
+-spec list(binary(), binary(), binary()) -> [sub()].
+list(U, S, Node) ->
+    case throng_storage:kv_get(?SUBS, {U, S, Node}) of
+        {ok, Subs} -> Subs;
+        not_found -> []
+    end.
+
+%% @doc Subscribes Sub to the node (again: no change).
+-spec add(binary(), binary(), binary(), sub()) -> ok.
+add(U, S, Node, Sub) ->
+    set(U, S, Node, [{Sub, subscribed}]).
+
+%% @doc Ends Sub's subscription: not_subscribed when it had none.
+-spec remove(binary(), binary(), binary(), sub()) -> ok | not_subscribed.
+remove(U, S, Node, Sub) ->
+    locked(U, S, Node,
+           fun() ->
+                   Subs = list(U, S, Node),
+                   case lists:member(Sub, Subs) of
+                       false -> not_subscribed;
+                       true -> store(U, S, Node, Subs, Subs -- [Sub])
+                   end
+           end).
+
+%% @doc Applies a list of changes at once (the owner's XEP-0060 §8.8.2):
+%% `subscribed' adds a subscriber, `none' removes it.
+-spec set(binary(), binary(), binary(), [{sub(), subscribed | none}]) -> ok.
+set(U, S, Node, Changes) ->
+    locked(U, S, Node,
+           fun() ->
+                   Subs = list(U, S, Node),
+                   New = lists:foldl(fun({Sub, subscribed}, Acc) -> lists:usort([Sub | Acc]);
+                                        ({Sub, none}, Acc) -> Acc -- [Sub]
+                                     end, Subs, Changes),
+                   store(U, S, Node, Subs, New)
+           end).
+
+%% @doc The node is gone, and its subscriptions with it.
+-spec drop_node(binary(), binary(), binary()) -> ok.
+drop_node(U, S, Node) ->
+    locked(U, S, Node, fun() -> store(U, S, Node, list(U, S, Node), []) end).
+
+%% @doc The local account U@S is gone: its subscriptions to other accounts'
+%% nodes end (its own nodes' subscriptions go with drop_node/3).
+-spec account_removed(binary(), binary()) -> ok.
+account_removed(U, S) ->
+    Nodes = case throng_storage:kv_get(?SUBSCRIBED, {U, S}) of
+                {ok, Ns} -> Ns;
+                not_found -> []
+            end,
+    _ = [locked(OU, OS, Node,
+                fun() ->
+                        Subs = list(OU, OS, Node),
+                        store(OU, OS, Node, Subs, [X || {XU, XS, _} = X <- Subs, {XU, XS} =/= {U, S}])
+                end) || {OU, OS, Node} <- Nodes],
+    ok = throng_storage:kv_delete(?SUBSCRIBED, {U, S}).
+
+%% Writes the node's new list, and the reverse entries of the local
+%% accounts that joined or left it.
+store(_U, _S, _Node, Same, Same) ->
+    ok;
+store(U, S, Node, Old, New) ->
+    ok = case New of
+             [] -> throng_storage:kv_delete(?SUBS, {U, S, Node});
+             _ -> throng_storage:kv_put(?SUBS, {U, S, Node}, New)
+         end,
+    Accounts = fun(L) -> lists:usort([{XU, XS} || {XU, XS, _} <- L, throng_router:is_local(XS)]) end,
+    Before = Accounts(Old),
+    After = Accounts(New),
+    _ = [reverse(A, fun(Ns) -> lists:usort([{U, S, Node} | Ns]) end) || A <- After -- Before],
+    _ = [reverse(A, fun(Ns) -> Ns -- [{U, S, Node}] end) || A <- Before -- After],
+    ok.
+
+reverse({SU, SS}, Change) ->
+    global:trans({{?MODULE, account, SU, SS}, self()},
+                 fun() ->
+                         Ns = case throng_storage:kv_get(?SUBSCRIBED, {SU, SS}) of
+                                  {ok, L} -> L;
+                                  not_found -> []
+                              end,
+                         ok = case Change(Ns) of
+                                  [] -> throng_storage:kv_delete(?SUBSCRIBED, {SU, SS});
+                                  New -> throng_storage:kv_put(?SUBSCRIBED, {SU, SS}, New)
+                              end
+                 end).
+
+%% Runs F under the node's lock, cluster-wide. An account's reverse entry
+%% is changed under the lock of the account, always taken inside a node's
+%% (one order, so no deadlock): two nodes joined at once both stay listed.
+locked(U, S, Node, F) ->
+    global:trans({{?MODULE, U, S, Node}, self()}, F).
