@@ -4,7 +4,8 @@
 %% runs it from a client, and what it did seen from other clients — a new
 %% account logs in, an old password stops working, a deleted or kicked
 %% user's sessions end, the counts and lists match who is online, an
-%% announcement reaches every session. Wrong input is an error that changes
+%% announcement reaches every session, a user's roster and statistics are
+%% what the user has. Wrong input is an error that changes
 %% nothing.
 -module(xep0133_SUITE).
 
@@ -25,7 +26,7 @@ all() ->
      change_password, change_password_bad_input, delete_user, delete_user_bad_input,
      end_user_session_bare_jid, end_user_session_full_jid, registered_users_num,
      online_users_num, online_users_list, online_users_list_max_items, announce,
-     announce_bad_input].
+     announce_bad_input, user_roster, user_stats, user_roster_and_stats_bad_input].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config, #{admins => [<<"admin@localhost">>]}),
@@ -93,6 +94,7 @@ commands_listed(_) ->
     Items = ?A:items(login(<<"admin">>), ?A:ns()),
     ?assertEqual(lists:sort([cmd_node(N) || N <- [<<"add-user">>, <<"delete-user">>,
                                               <<"change-user-password">>, <<"end-user-session">>,
+                                              <<"get-user-roster">>, <<"user-stats">>,
                                               <<"get-registered-users-num">>,
                                               <<"get-online-users-num">>,
                                               <<"get-online-users-list">>, <<"announce">>]]),
@@ -327,3 +329,45 @@ announce_bad_input(_) ->
                   ?A:failure(admin(Ad, <<"announce">>, Fields)))
      || Fields <- [[], [{<<"subject">>, [<<"s">>]}], [{<<"announcement">>, [<<" ">>, <<>>]}]]],
     ?C:expect_nothing(B, 300).
+
+%% get-user-roster (§4.19): a form asking for the account; the result
+%% names it and holds its roster as a roster query, the items a roster get
+%% by the user shows.
+user_roster(_) ->
+    throng_ct:mutual(<<"alice">>, <<"bob">>),
+    throng_ct:mutual(<<"alice">>, <<"carol">>),
+    Ad = login(<<"admin">>),
+    F = ?A:run(Ad, cmd_node(<<"get-user-roster">>), []),
+    ?assertEqual([<<"FORM_TYPE">>, <<"accountjid">>], ?A:field_vars(F)),
+    R = ?A:submit(Ad, cmd_node(<<"get-user-roster">>), ?A:sessionid(F),
+                  [{<<"accountjid">>, [<<"alice@localhost">>]}]),
+    ?assertEqual(<<"alice@localhost">>, result_value(R, <<"accountjid">>)),
+    Query = throng_xml:subel(throng_xml:subel(R, <<"x">>), <<"query">>, <<"jabber:iq:roster">>),
+    ?assertEqual([{<<"bob@localhost">>, <<"both">>}, {<<"carol@localhost">>, <<"both">>}],
+                 lists:sort([{throng_xml:attr(<<"jid">>, I), throng_xml:attr(<<"subscription">>, I)}
+                             || I <- throng_xml:subels(Query)])).
+
+%% user-stats (§4.20): the roster's size and the resources online now.
+user_stats(_) ->
+    throng_ct:mutual(<<"alice">>, <<"bob">>),
+    _ = [login(<<"alice">>, Res) || Res <- [<<"phone">>, <<"desk">>]],
+    Ad = login(<<"admin">>),
+    R = admin(Ad, <<"user-stats">>, [{<<"accountjid">>, [<<"alice@localhost">>]}]),
+    ?assertEqual(<<"alice@localhost">>, result_value(R, <<"accountjid">>)),
+    ?assertEqual(<<"1">>, result_value(R, <<"rostersize">>)),
+    ?assertEqual([<<"desk">>, <<"phone">>], ?A:field_values(R, <<"onlineresources">>)),
+    R2 = admin(Ad, <<"user-stats">>, [{<<"accountjid">>, [<<"carol@localhost">>]}]),
+    ?assertEqual(<<"0">>, result_value(R2, <<"rostersize">>)),
+    ?assertEqual([], ?A:field_values(R2, <<"onlineresources">>)).
+
+%% An account that does not exist is item-not-found, a full JID
+%% jid-malformed, no account bad-request.
+user_roster_and_stats_bad_input(_) ->
+    Ad = login(<<"admin">>),
+    [begin
+         ?assertMatch({error, <<"item-not-found">>},
+                      ?A:failure(admin(Ad, Cmd, [{<<"accountjid">>, [<<"nobody@localhost">>]}]))),
+         ?assertMatch({error, <<"jid-malformed">>},
+                      ?A:failure(admin(Ad, Cmd, [{<<"accountjid">>, [<<"alice@localhost/r">>]}]))),
+         ?assertMatch({error, <<"bad-request">>, _}, ?A:failure(admin(Ad, Cmd, [])))
+     end || Cmd <- [<<"get-user-roster">>, <<"user-stats">>]].

@@ -13,14 +13,17 @@
 %% <li>get-registered-users-num, get-online-users-num, and
 %% get-online-users-list (`max_items'): an online user has at least one
 %% session, on any node of the cluster;</li>
+%% <li>get-user-roster (`accountjid': the result form holds the roster's
+%% `<query xmlns="jabber:iq:roster"/>') and user-stats (`rostersize',
+%% `onlineresources');</li>
 %% <li>announce (`announcement', and an optional `subject'): a headline
 %% from the domain to every session of the host.</li>
 %% </ul>
 %%
 %% Not offered: get-user-password (only SCRAM keys are stored, never a
-%% password); disable/re-enable user, blacklists, active and idle users,
-%% the message of the day, restart and shutdown (nothing in the server to
-%% back them yet). Each command is one stage: a form, then its submission
+%% password); user-stats' IP addresses; disable/re-enable user,
+%% blacklists, active and idle users, last login, the message of the day,
+%% restart and shutdown (nothing in the server to back them yet). Each command is one stage: a form, then its submission
 %% (or the submission right away). Input that does not fit is an error
 %% (bad-request with bad-payload for a missing field, jid-malformed,
 %% not-acceptable, conflict, item-not-found) and changes nothing.
@@ -42,6 +45,8 @@ commands() ->
      {<<"delete-user">>, <<"Delete a User">>},
      {<<"change-user-password">>, <<"Change User Password">>},
      {<<"end-user-session">>, <<"End User Session">>},
+     {<<"get-user-roster">>, <<"Get User Roster">>},
+     {<<"user-stats">>, <<"Get User Statistics">>},
      {<<"get-registered-users-num">>, <<"Get Number of Registered Users">>},
      {<<"get-online-users-num">>, <<"Get Number of Online Users">>},
      {<<"get-online-users-list">>, <<"Get List of Online Users">>},
@@ -79,6 +84,12 @@ form(<<"change-user-password">>) ->
 form(<<"end-user-session">>) ->
     form(<<"Ending a User Session">>, <<"Fill out this form to end a user's session.">>,
          [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) for which to end sessions">>)]);
+form(<<"get-user-roster">>) ->
+    form(<<"Getting a User's Roster">>, <<"Fill out this form to get a user's roster.">>,
+         [jid_single(<<"accountjid">>, <<"The Jabber ID for which to retrieve the roster">>)]);
+form(<<"user-stats">>) ->
+    form(<<"Getting User Statistics">>, <<"Fill out this form to gather user statistics.">>,
+         [jid_single(<<"accountjid">>, <<"The Jabber ID for which to retrieve statistics">>)]);
 form(<<"get-online-users-list">>) ->
     form(<<"Requesting List of Online Users">>,
          <<"Fill out this form to request the online users of this service.">>,
@@ -159,6 +170,27 @@ run(<<"end-user-session">>, V, #{host := Host}) ->
         Pids = lists:usort(lists:append([sessions(J) || J <- Jids])),
         _ = [throng_session:kick(P, <<"session ended by an administrator">>) || P <- Pids],
         done(info, [<<"Ended ">>, integer_to_binary(length(Pids)), <<" session(s)">>])
+    end);
+run(<<"get-user-roster">>, V, #{host := Host}) ->
+    %% §4.19: the roster as the roster query (what a client's roster get
+    %% shows) inside the result form.
+    with_existing(V, Host, fun(U) ->
+        {_Ver, Items} = throng_storage:roster_get(U, Host),
+        #xmlel{children = Fields} = Form = throng_xdata:result(<<>>, [form_type(), account_field(U, Host)]),
+        {completed, [], [Form#xmlel{children = Fields ++ [throng_roster:query_el(Items, undefined)]}]}
+    end);
+run(<<"user-stats">>, V, #{host := Host}) ->
+    %% §4.20: the roster's size and the account's sessions, on any node of
+    %% the cluster. IP addresses are not offered: a session's address is
+    %% kept by its connection process only, which this would have to wake.
+    with_existing(V, Host, fun(U) ->
+        {_Ver, Items} = throng_storage:roster_get(U, Host),
+        Resources = [R || {R, _Pid, _Prio, _Pres} <- throng_sm:resources({U, Host})],
+        result([account_field(U, Host),
+                #{var => <<"rostersize">>, label => <<"Roster size">>,
+                  values => [integer_to_binary(length(Items))]},
+                #{var => <<"onlineresources">>, type => <<"text-multi">>,
+                  label => <<"Online resources">>, values => lists:sort(Resources)}])
     end);
 run(<<"get-registered-users-num">>, _V, #{host := Host}) ->
     result([#{var => <<"registeredusersnum">>, label => <<"The number of registered users">>,
@@ -243,6 +275,18 @@ with_jids(V, Host, Fun) ->
                 [] -> Fun([J || {ok, J} <- Parsed])
             end
     end.
+
+%% with_account/4 for an account that exists.
+with_existing(V, Host, Fun) ->
+    with_account(<<"accountjid">>, V, Host, fun(U) ->
+        case throng_storage:account_exists(U, Host) of
+            true -> Fun(U);
+            false -> no_account(U, Host)
+        end
+    end).
+
+account_field(U, Host) ->
+    #{var => <<"accountjid">>, type => <<"jid-single">>, values => [<<U/binary, $@, Host/binary>>]}.
 
 with_password(V, Fun) ->
     case throng_xdata:value(<<"password">>, V) of

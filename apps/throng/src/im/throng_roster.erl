@@ -13,7 +13,7 @@
 
 -include("throng.hrl").
 
--export([hooks/0, presence_in/2, user_removed/2, process_iq/2, push_el/3, outbound/3]).
+-export([hooks/0, presence_in/2, user_removed/2, process_iq/2, push_el/3, outbound/3, query_el/2]).
 %% Built-in hooks, installed by throng_ext for every host.
 -ignore_xref([{hooks, 0}, {presence_in, 2}, {user_removed, 2}]).
 
@@ -67,11 +67,16 @@ get(#jid{user = U, server = S}, IQ, Query) ->
             %% The client's copy is current (RFC 6121 §2.6.3).
             throng_stanza:iq_result(IQ);
         false ->
-            throng_stanza:iq_result(
-              IQ, [#xmlel{name = <<"query">>,
-                          attrs = [{<<"xmlns">>, ?NS_ROSTER} | ver_attr(VerBin)],
-                          children = [item_el(I) || I <- Items, is_visible(I)]}])
+            throng_stanza:iq_result(IQ, [query_el(Items, VerBin)])
     end.
+
+%% @doc The roster as a `<query xmlns="jabber:iq:roster"/>' (RFC 6121
+%% §2.1.4): the items a roster result shows, with the version when it has
+%% one. Also the XEP-0133 get-user-roster result's payload.
+-spec query_el([#roster_item{}], binary() | undefined) -> #xmlel{}.
+query_el(Items, VerBin) ->
+    #xmlel{name = <<"query">>, attrs = [{<<"xmlns">>, ?NS_ROSTER} | ver_attr(VerBin)],
+           children = [item_el(I) || I <- Items, is_visible(I)]}.
 
 %% The 'ver' of the roster at version Ver, or undefined without versioning.
 version(Host, Ver) ->
