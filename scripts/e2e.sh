@@ -83,6 +83,8 @@ expect "register carol" "$T" register carol localhost secret
 expect "register erin and fay" sh -c "'$T' register erin localhost secret && '$T' register fay localhost secret"
 if "$T" register alice localhost again >/dev/null 2>&1; then fail "register twice succeeded"; else ok "register twice fails"; fi
 expect "register then passwd then unregister" sh -c "'$T' register temp localhost a && '$T' passwd temp localhost b && '$T' unregister temp localhost"
+expect "register then disable then enable then unregister" sh -c "'$T' register temp localhost a && '$T' disable temp localhost && '$T' enable temp localhost && '$T' unregister temp localhost"
+if "$T" enable alice localhost >/dev/null 2>&1; then fail "enable of an enabled account succeeded"; else ok "enable of an enabled account fails"; fi
 expect "bulk-register 2000 users with 18-contact rosters" "$T" bulk-register localhost 2000 password
 n=$("$T" accounts localhost)
 [ "$n" = 2005 ] && ok "2005 accounts" || fail "accounts: $n"

@@ -26,7 +26,8 @@ all() ->
      change_password, change_password_bad_input, delete_user, delete_user_bad_input,
      end_user_session_bare_jid, end_user_session_full_jid, registered_users_num,
      online_users_num, online_users_list, online_users_list_max_items, announce,
-     announce_bad_input, user_roster, user_stats, user_roster_and_stats_bad_input].
+     announce_bad_input, user_roster, user_stats, user_roster_and_stats_bad_input,
+     disable_and_reenable_user, disable_user_bad_input, disabled_account_deleted_and_made_again].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config, #{admins => [<<"admin@localhost">>]}),
@@ -56,6 +57,14 @@ auth(User, Password) ->
     C = ?C:connect(#{}),
     _ = ?C:open_stream(C),
     R = ?C:auth_plain(C, User, Password),
+    ?C:close(C),
+    R.
+
+%% SASL SCRAM-SHA-256 on a new connection: ok or {failure, Condition}.
+scram(User, Password) ->
+    C = ?C:connect(#{}),
+    _ = ?C:open_stream(C),
+    R = ?C:auth_scram(C, User, Password, sha256),
     ?C:close(C),
     R.
 
@@ -94,6 +103,9 @@ commands_listed(_) ->
     Items = ?A:items(login(<<"admin">>), ?A:ns()),
     ?assertEqual(lists:sort([cmd_node(N) || N <- [<<"add-user">>, <<"delete-user">>,
                                               <<"change-user-password">>, <<"end-user-session">>,
+                                              <<"disable-user">>, <<"reenable-user">>,
+                                              <<"get-disabled-users-num">>,
+                                              <<"get-disabled-users-list">>,
                                               <<"get-user-roster">>, <<"user-stats">>,
                                               <<"get-registered-users-num">>,
                                               <<"get-online-users-num">>,
@@ -371,3 +383,52 @@ user_roster_and_stats_bad_input(_) ->
                       ?A:failure(admin(Ad, Cmd, [{<<"accountjid">>, [<<"alice@localhost/r">>]}]))),
          ?assertMatch({error, <<"bad-request">>, _}, ?A:failure(admin(Ad, Cmd, [])))
      end || Cmd <- [<<"get-user-roster">>, <<"user-stats">>]].
+
+%% disable-user (§4.3) ends the account's sessions and refuses its logins
+%% with account-disabled (RFC 6120 §6.5.1), SCRAM as PLAIN; the counts and
+%% lists show it; reenable-user (§4.4) lets it log in again.
+disable_and_reenable_user(_) ->
+    Ad = login(<<"admin">>),
+    B1 = login(<<"bob">>, <<"one">>),
+    B2 = login(<<"bob">>, <<"two">>),
+    R = admin(Ad, <<"disable-user">>, [{<<"accountjids">>, [<<"bob@localhost">>, <<"carol@localhost">>]}]),
+    ?assertEqual(<<"Disabled 2 account(s)">>, completed_note(R)),
+    ?assertEqual(<<"policy-violation">>, ?C:closed(B1, 5000)),
+    ?assertEqual(<<"policy-violation">>, ?C:closed(B2, 5000)),
+    ?assertEqual({failure, <<"account-disabled">>}, auth(<<"bob">>, <<"password">>)),
+    ?assertEqual({failure, <<"account-disabled">>}, scram(<<"bob">>, <<"password">>)),
+    ?assert(throng_storage:account_exists(<<"bob">>, ?HOST)),
+    ?assertEqual(ok, auth(<<"alice">>, <<"password">>)),
+    ?assertEqual(<<"2">>, result_value(?A:run(Ad, cmd_node(<<"get-disabled-users-num">>), []),
+                                       <<"disabledusersnum">>)),
+    L = ?A:submit(Ad, cmd_node(<<"get-disabled-users-list">>), [{<<"max_items">>, [<<"none">>]}]),
+    ?assertEqual([<<"bob@localhost">>, <<"carol@localhost">>], ?A:field_values(L, <<"disableduserjids">>)),
+    R2 = admin(Ad, <<"reenable-user">>, [{<<"accountjids">>, [<<"bob@localhost">>]}]),
+    ?assertEqual(<<"Re-enabled 1 account(s)">>, completed_note(R2)),
+    ?assertEqual(ok, auth(<<"bob">>, <<"password">>)),
+    ?assertEqual(ok, scram(<<"bob">>, <<"password">>)),
+    ?assertEqual({failure, <<"account-disabled">>}, auth(<<"carol">>, <<"password">>)).
+
+%% Naming an account that does not exist (or, to re-enable, one that is
+%% not disabled) is item-not-found and changes nothing in the list.
+disable_user_bad_input(_) ->
+    Ad = login(<<"admin">>),
+    Run = fun(Cmd, Jids) -> ?A:failure(admin(Ad, Cmd, [{<<"accountjids">>, Jids}])) end,
+    ?assertEqual({error, <<"item-not-found">>},
+                 Run(<<"disable-user">>, [<<"bob@localhost">>, <<"nobody@localhost">>])),
+    ?assertEqual({error, <<"jid-malformed">>}, Run(<<"disable-user">>, [<<"bob@localhost/r">>])),
+    ?assertEqual({error, <<"bad-request">>, <<"bad-payload">>}, Run(<<"disable-user">>, [])),
+    ?assertEqual(ok, auth(<<"bob">>, <<"password">>)),
+    _ = completed_note(admin(Ad, <<"disable-user">>, [{<<"accountjids">>, [<<"bob@localhost">>]}])),
+    ?assertEqual({error, <<"item-not-found">>},
+                 Run(<<"reenable-user">>, [<<"bob@localhost">>, <<"carol@localhost">>])),
+    ?assertEqual({failure, <<"account-disabled">>}, auth(<<"bob">>, <<"password">>)).
+
+%% A disabled account that is deleted takes its flag with it: an account
+%% made later under the name logs in.
+disabled_account_deleted_and_made_again(_) ->
+    Ad = login(<<"admin">>),
+    _ = completed_note(admin(Ad, <<"disable-user">>, [{<<"accountjids">>, [<<"bob@localhost">>]}])),
+    _ = completed_note(admin(Ad, <<"delete-user">>, [{<<"accountjids">>, [<<"bob@localhost">>]}])),
+    throng_ct:register(<<"bob">>, <<"password">>),
+    ?assertEqual(ok, auth(<<"bob">>, <<"password">>)).

@@ -83,6 +83,9 @@ builtin() ->
      {"register", "USER DOMAIN PASSWORD", "Create an account"},
      {"unregister", "USER DOMAIN", "Remove an account, its roster and offline messages"},
      {"passwd", "USER DOMAIN PASSWORD", "Change a password"},
+     {"disable", "USER DOMAIN", "Disable an account: its sessions end, its logins are refused "
+      "(account-disabled), its data stays"},
+     {"enable", "USER DOMAIN", "Let a disabled account log in again"},
      {"sessions", "", "List connected sessions (full JIDs) of every cluster member"},
      {"cluster", "", "Cluster members with their sessions and directory entries"},
      {"join-cluster", "NODE", "Join the cluster of NODE (same cookie, same storage); "
@@ -113,6 +116,12 @@ run("register", [U, S, P]) ->
 run("unregister", [U, S]) ->
     account_result(throng_auth:unregister(bin(U), bin(S)),
                    io_lib:format("User ~s@~s unregistered", [U, S]));
+run("disable", [U, S]) ->
+    account_result(throng_auth:disable(bin(U), bin(S)),
+                   io_lib:format("User ~s@~s disabled", [U, S]));
+run("enable", [U, S]) ->
+    account_result(throng_auth:enable(bin(U), bin(S)),
+                   io_lib:format("User ~s@~s enabled", [U, S]));
 run("passwd", [U, S, P]) ->
     account_result(throng_auth:set_password(bin(U), bin(S), bin(P)),
                    io_lib:format("Password of ~s@~s changed", [U, S]));
@@ -221,6 +230,7 @@ usage(Cmd, Args) ->
 account_result(ok, Text) -> {?OK, [Text, "\n"]};
 account_result({error, exists}, _) -> {?ERROR, "Error: the user already exists\n"};
 account_result({error, not_found}, _) -> {?ERROR, "Error: no such user\n"};
+account_result({error, not_disabled}, _) -> {?ERROR, "Error: the user is not disabled\n"};
 account_result({error, invalid_user}, _) -> {?ERROR, "Error: invalid user name\n"};
 account_result({error, invalid_password}, _) -> {?ERROR, "Error: invalid (empty) password\n"};
 account_result({error, unknown_host}, _) -> {?ERROR, "Error: this server does not serve that domain\n"}.

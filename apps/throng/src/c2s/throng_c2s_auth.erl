@@ -135,6 +135,16 @@ sasl_result({continue, Challenge, St}, {sasl2, _} = Dialect, D) ->
 sasl_result({success, Extra, User}, Dialect, D) ->
     sasl_result({success, Extra, User, password}, Dialect, D);
 sasl_result({success, Extra, User, How}, Dialect, D) ->
+    %% Right credentials (or token) for an account an administrator
+    %% disabled: refused, and not counted as a guess.
+    case throng_auth:is_disabled(User, D#d.server) of
+        true -> sasl_result({error, 'account-disabled', User}, Dialect, D);
+        false -> succeeded(Extra, User, How, Dialect, D)
+    end;
+sasl_result({error, Cond, User}, Dialect, D) ->
+    failed(Cond, User, Dialect, D).
+
+succeeded(Extra, User, How, Dialect, D) ->
     throng_metrics:incr(logins),
     logger:info(#{what => authenticated, user => User, server => D#d.server, ip => D#d.ip}),
     case Dialect of
@@ -147,13 +157,15 @@ sasl_result({success, Extra, User, How}, Dialect, D) ->
                                                       parser = throng_xml_stream:reset(D#d.parser)})};
         {sasl2, Req} ->
             throng_c2s_sasl2:success(Extra, User, How, Req, D#d{sasl = undefined})
-    end;
-sasl_result({error, Cond, User}, Dialect, D) ->
+    end.
+
+failed(Cond, User, Dialect, D) ->
     throng_metrics:incr(auth_failures),
-    %% A refusal (rate limit) or a store that cannot answer is no guess:
-    %% not counted against the address or the account.
+    %% A refusal (rate limit, a disabled account) or a store that cannot
+    %% answer is no guess: not counted against the address or the account.
     N = case Cond of
-            'temporary-auth-failure' -> throng_auth_limits:address_failures(D#d.ip);
+            _ when Cond =:= 'temporary-auth-failure'; Cond =:= 'account-disabled' ->
+                throng_auth_limits:address_failures(D#d.ip);
             _ -> throng_auth_limits:failed(D#d.ip, User, D#d.server, Cond)
         end,
     Failures = D#d.auth_failures + 1,

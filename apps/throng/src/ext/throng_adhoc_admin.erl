@@ -13,6 +13,10 @@
 %% <li>get-registered-users-num, get-online-users-num, and
 %% get-online-users-list (`max_items'): an online user has at least one
 %% session, on any node of the cluster;</li>
+%% <li>disable-user and reenable-user (`accountjids': a disabled account
+%% keeps its data, cannot log in — SASL `account-disabled' — and its
+%% sessions end; {@link throng_auth:disable/2}), get-disabled-users-num and
+%% get-disabled-users-list (`max_items');</li>
 %% <li>get-user-roster (`accountjid': the result form holds the roster's
 %% `<query xmlns="jabber:iq:roster"/>') and user-stats (`rostersize',
 %% `onlineresources');</li>
@@ -21,8 +25,7 @@
 %% </ul>
 %%
 %% Not offered: get-user-password (only SCRAM keys are stored, never a
-%% password); user-stats' IP addresses; disable/re-enable user,
-%% blacklists, active and idle users, last login, the message of the day,
+%% password); user-stats' IP addresses; blacklists, active and idle users, last login, the message of the day,
 %% restart and shutdown (nothing in the server to back them yet). Each command is one stage: a form, then its submission
 %% (or the submission right away). Input that does not fit is an error
 %% (bad-request with bad-payload for a missing field, jid-malformed,
@@ -43,11 +46,15 @@
 commands() ->
     [{<<"add-user">>, <<"Add a User">>},
      {<<"delete-user">>, <<"Delete a User">>},
+     {<<"disable-user">>, <<"Disable a User">>},
+     {<<"reenable-user">>, <<"Re-Enable a User">>},
      {<<"change-user-password">>, <<"Change User Password">>},
      {<<"end-user-session">>, <<"End User Session">>},
      {<<"get-user-roster">>, <<"Get User Roster">>},
      {<<"user-stats">>, <<"Get User Statistics">>},
      {<<"get-registered-users-num">>, <<"Get Number of Registered Users">>},
+     {<<"get-disabled-users-num">>, <<"Get Number of Disabled Users">>},
+     {<<"get-disabled-users-list">>, <<"Get List of Disabled Users">>},
      {<<"get-online-users-num">>, <<"Get Number of Online Users">>},
      {<<"get-online-users-list">>, <<"Get List of Online Users">>},
      {<<"announce">>, <<"Send Announcement to Online Users">>}].
@@ -77,6 +84,16 @@ form(<<"add-user">>) ->
 form(<<"delete-user">>) ->
     form(<<"Deleting a User">>, <<"Fill out this form to delete a user.">>,
          [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) to delete">>)]);
+form(<<"disable-user">>) ->
+    form(<<"Disabling a User">>, <<"Fill out this form to disable a user.">>,
+         [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) to disable">>)]);
+form(<<"reenable-user">>) ->
+    form(<<"Re-Enabling a User">>, <<"Fill out this form to re-enable a user.">>,
+         [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) to re-enable">>)]);
+form(<<"get-disabled-users-list">>) ->
+    form(<<"Requesting List of Disabled Users">>,
+         <<"Fill out this form to request the disabled users of this service.">>,
+         [max_items_field()]);
 form(<<"change-user-password">>) ->
     form(<<"Changing a User Password">>, <<"Fill out this form to change a user's password.">>,
          [jid_single(<<"accountjid">>, <<"The Jabber ID for this account">>),
@@ -93,9 +110,7 @@ form(<<"user-stats">>) ->
 form(<<"get-online-users-list">>) ->
     form(<<"Requesting List of Online Users">>,
          <<"Fill out this form to request the online users of this service.">>,
-         [#{var => <<"max_items">>, type => <<"list-single">>,
-            label => <<"Maximum number of items to show">>,
-            options => [{V, V} || V <- max_items()] ++ [{<<"None">>, <<"none">>}]}]);
+         [max_items_field()]);
 form(<<"announce">>) ->
     form(<<"Making an Announcement">>,
          <<"Fill out this form to make an announcement to all online users of this service.">>,
@@ -119,6 +134,11 @@ jid_multi(Var, Label) ->
 
 private(Var, Label) ->
     #{var => Var, type => <<"text-private">>, label => Label, required => true}.
+
+max_items_field() ->
+    #{var => <<"max_items">>, type => <<"list-single">>,
+      label => <<"Maximum number of items to show">>,
+      options => [{V, V} || V <- max_items()] ++ [{<<"None">>, <<"none">>}]}.
 
 max_items() ->
     [<<"25">>, <<"50">>, <<"75">>, <<"100">>, <<"150">>, <<"200">>].
@@ -151,19 +171,36 @@ run(<<"change-user-password">>, V, #{host := Host}) ->
         end)
     end);
 run(<<"delete-user">>, V, #{host := Host}) ->
-    with_jids(V, Host, fun(Jids) ->
-        case [J || #jid{resource = R} = J <- Jids, R =/= <<>>] of
-            [Full | _] -> bare_expected(Full);
+    with_accounts(V, Host, fun(Users) ->
+        _ = [throng_auth:unregister(U, Host) || U <- Users],
+        done(info, [<<"Deleted ">>, integer_to_binary(length(Users)), <<" account(s)">>])
+    end);
+run(<<"disable-user">>, V, #{host := Host}) ->
+    %% §4.3: the accounts stay, they cannot log in, their sessions end.
+    with_accounts(V, Host, fun(Users) ->
+        _ = [ok = throng_auth:disable(U, Host) || U <- Users],
+        done(info, [<<"Disabled ">>, integer_to_binary(length(Users)), <<" account(s)">>])
+    end);
+run(<<"reenable-user">>, V, #{host := Host}) ->
+    %% §4.4: every account named must be disabled, else nothing changes.
+    with_accounts(V, Host, fun(Users) ->
+        case [U || U <- Users, not throng_auth:is_disabled(U, Host)] of
+            [Enabled | _] ->
+                {error, 'item-not-found', <<"not disabled: ", Enabled/binary, $@, Host/binary>>};
             [] ->
-                Users = lists:usort([U || #jid{user = U} <- Jids]),
-                case [U || U <- Users, not throng_storage:account_exists(U, Host)] of
-                    [Missing | _] -> no_account(Missing, Host);
-                    [] ->
-                        _ = [throng_auth:unregister(U, Host) || U <- Users],
-                        done(info, [<<"Deleted ">>, integer_to_binary(length(Users)),
-                                    <<" account(s)">>])
-                end
+                _ = [ok = throng_auth:enable(U, Host) || U <- Users],
+                done(info, [<<"Re-enabled ">>, integer_to_binary(length(Users)), <<" account(s)">>])
         end
+    end);
+run(<<"get-disabled-users-num">>, _V, #{host := Host}) ->
+    result([#{var => <<"disabledusersnum">>, label => <<"The number of disabled users">>,
+              values => [integer_to_binary(length(throng_auth:disabled_users(Host)))]}]);
+run(<<"get-disabled-users-list">>, V, #{host := Host}) ->
+    with_max_items(V, fun(Max) ->
+        result([#{var => <<"disableduserjids">>, type => <<"jid-multi">>,
+                  label => <<"The list of all disabled users">>,
+                  values => [<<U/binary, $@, Host/binary>>
+                             || U <- first(Max, throng_auth:disabled_users(Host))]}])
     end);
 run(<<"end-user-session">>, V, #{host := Host}) ->
     with_jids(V, Host, fun(Jids) ->
@@ -199,15 +236,7 @@ run(<<"get-online-users-num">>, _V, #{host := Host}) ->
     result([#{var => <<"onlineusersnum">>, label => <<"The number of online users">>,
               values => [integer_to_binary(length(online_users(Host)))]}]);
 run(<<"get-online-users-list">>, V, #{host := Host}) ->
-    case throng_xdata:value(<<"max_items">>, V) of
-        Max when Max =:= undefined; Max =:= <<"none">> ->
-            online_list(Host, infinity);
-        Max ->
-            case lists:member(Max, max_items()) of
-                true -> online_list(Host, binary_to_integer(Max));
-                false -> {error, 'not-acceptable', <<"max_items: not one of the options">>}
-            end
-    end;
+    with_max_items(V, fun(Max) -> online_list(Host, Max) end);
 run(<<"announce">>, V, #{host := Host}) ->
     case string:trim(throng_xdata:text(<<"announcement">>, V)) of
         <<>> -> missing(<<"announcement">>);
@@ -220,11 +249,7 @@ online_users(Host) ->
     lists:usort([U || #jid{user = U} <- throng_sm:host_sessions(Host)]).
 
 online_list(Host, Max) ->
-    Users = online_users(Host),
-    Shown = case Max of
-                infinity -> Users;
-                _ -> lists:sublist(Users, Max)
-            end,
+    Shown = first(Max, online_users(Host)),
     result([#{var => <<"onlineuserjids">>, type => <<"jid-multi">>,
               label => <<"The list of all online users">>,
               values => [<<U/binary, $@, Host/binary>> || U <- Shown]}]).
@@ -263,6 +288,35 @@ with_account(Var, V, Host, Fun) ->
                 {error, _, _} = E -> E
             end
     end.
+
+%% The `max_items' of a list command: infinity for none (or no value).
+with_max_items(V, Fun) ->
+    case throng_xdata:value(<<"max_items">>, V) of
+        Max when Max =:= undefined; Max =:= <<"none">> -> Fun(infinity);
+        Max ->
+            case lists:member(Max, max_items()) of
+                true -> Fun(binary_to_integer(Max));
+                false -> {error, 'not-acceptable', <<"max_items: not one of the options">>}
+            end
+    end.
+
+first(infinity, L) -> L;
+first(Max, L) -> lists:sublist(L, Max).
+
+%% The user names of `accountjids': bare JIDs of existing accounts of this
+%% host, else an error and nothing done.
+with_accounts(V, Host, Fun) ->
+    with_jids(V, Host, fun(Jids) ->
+        case [J || #jid{resource = R} = J <- Jids, R =/= <<>>] of
+            [Full | _] -> bare_expected(Full);
+            [] ->
+                Users = lists:usort([U || #jid{user = U} <- Jids]),
+                case [U || U <- Users, not throng_storage:account_exists(U, Host)] of
+                    [Missing | _] -> no_account(Missing, Host);
+                    [] -> Fun(Users)
+                end
+        end
+    end).
 
 %% The JIDs of this host in `accountjids', all valid, at least one.
 with_jids(V, Host, Fun) ->

@@ -12,8 +12,11 @@
 
 -include("throng.hrl").
 
+-define(DISABLED, disabled_accounts).
+
 -export([register/3, set_password/3, unregister/2, make_creds/1,
          bulk_register/5, bulk_register/6, sasl_ctx/1, prepare_user/1]).
+-export([disable/2, enable/2, is_disabled/2, disabled_users/1]).
 %% Called through rpc by bench/bench_stats_overhead.escript (and tests).
 -ignore_xref([{bulk_register, 5}]).
 %% API used by tests (credentials for storage-level tests).
@@ -62,6 +65,8 @@ unregister(User, Server) ->
                 ok ->
                     _ = [throng_session:kick(Pid, <<"account removed">>)
                          || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+                    %% A later account of the same name starts enabled.
+                    ok = throng_storage:kv_delete(?DISABLED, {U, S}),
                     removed(U, S),
                     logger:notice(#{what => account_removed, user => U, server => S}),
                     ok;
@@ -69,6 +74,54 @@ unregister(User, Server) ->
             end;
         {error, _} = E -> E
     end.
+
+%%% Disabled accounts (XEP-0133 disable-user): the account and its data
+%%% stay; it cannot log in (SASL `account-disabled', RFC 6120 §6.5.1) until
+%%% it is enabled again. One key per disabled account in the store (bucket
+%%% `disabled_accounts'), read once per successful authentication.
+
+%% @doc Disables an account and ends its sessions.
+-spec disable(binary(), binary()) -> ok | {error, not_found | invalid_user | unknown_host}.
+disable(User, Server) ->
+    case prepare(User, Server) of
+        {ok, U, S} ->
+            case throng_storage:account_exists(U, S) of
+                false -> {error, not_found};
+                true ->
+                    ok = throng_storage:kv_put(?DISABLED, {U, S},
+                                               #{since => erlang:system_time(second)}),
+                    _ = [throng_session:kick(Pid, <<"account disabled">>)
+                         || {_, Pid, _, _} <- throng_sm:resources({U, S})],
+                    logger:notice(#{what => account_disabled, user => U, server => S}),
+                    ok
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc Lets a disabled account log in again.
+-spec enable(binary(), binary()) -> ok | {error, not_disabled | invalid_user | unknown_host}.
+enable(User, Server) ->
+    case prepare(User, Server) of
+        {ok, U, S} ->
+            case is_disabled(U, S) of
+                false -> {error, not_disabled};
+                true ->
+                    ok = throng_storage:kv_delete(?DISABLED, {U, S}),
+                    logger:notice(#{what => account_enabled, user => U, server => S}),
+                    ok
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc Whether the (normalized) account U@S is disabled.
+-spec is_disabled(binary(), binary()) -> boolean().
+is_disabled(U, S) ->
+    throng_storage:kv_get(?DISABLED, {U, S}) =/= not_found.
+
+%% @doc The disabled accounts of a host, sorted user names.
+-spec disabled_users(binary()) -> [binary()].
+disabled_users(Host) ->
+    lists:sort([U || {U, S} <- throng_storage:kv_keys(?DISABLED), S =:= Host]).
 
 %% The modules forget the account's data (archive, PEP nodes, vCard, ...)
 %% in one batch: their deletes become durable together, one sync, not one
