@@ -18,7 +18,7 @@ all() ->
     [offered_over_tls_only, plain_without_bind, scram_with_server_signature, bind2_session,
      bind2_with_stream_management, failure_then_retry, fast_token_then_one_round_trip,
      fast_wrong_token, fast_needs_user_agent, fast_token_bound_to_mechanism,
-     fast_invalidate, fast_expired_token, fast_password_change].
+     fast_invalidate, fast_expired_token, fast_password_change, fast_disabled_account].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config, #{auth => #{max_failure_delay => 0}}),
@@ -248,3 +248,18 @@ fast_password_change(_) ->
     F = authenticate(C, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
     ?assertNotEqual(undefined, throng_xml:subel(F, <<"credentials-expired">>, ?NS_SASL)),
     ?C:close(C).
+
+%% A disabled account's valid token is refused with account-disabled; once
+%% enabled again the same token works.
+fast_disabled_account(_) ->
+    Token = get_token(<<"HT-SHA-256-NONE">>),
+    ok = throng_auth:disable(<<"alice">>, <<"localhost">>),
+    {C1, _} = tls(),
+    F = authenticate(C1, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
+    ?assertNotEqual(undefined, throng_xml:subel(F, <<"account-disabled">>, ?NS_SASL)),
+    ?C:close(C1),
+    ok = throng_auth:enable(<<"alice">>, <<"localhost">>),
+    {C2, _} = tls(),
+    S = authenticate(C2, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
+    ?assertMatch(#xmlel{name = <<"success">>}, S),
+    ?C:close(C2).
