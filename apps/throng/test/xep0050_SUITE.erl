@@ -68,8 +68,11 @@ login(User) ->
     ?C:login(User, <<"password">>, <<"r">>).
 
 admin_nodes() ->
-    [?A:admin_node(N) || N <- [<<"add-user">>, <<"delete-user">>, <<"change-user-password">>,
-                               <<"end-user-session">>, <<"get-registered-users-num">>,
+    [?A:admin_node(N) || N <- [<<"add-user">>, <<"delete-user">>, <<"disable-user">>,
+                               <<"reenable-user">>, <<"change-user-password">>,
+                               <<"end-user-session">>, <<"get-user-roster">>, <<"user-stats">>,
+                               <<"get-registered-users-num">>, <<"get-disabled-users-num">>,
+                               <<"get-disabled-users-list">>,
                                <<"get-online-users-num">>, <<"get-online-users-list">>,
                                <<"announce">>]].
 
