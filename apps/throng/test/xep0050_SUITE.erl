@@ -74,7 +74,8 @@ admin_nodes() ->
                                <<"get-registered-users-num">>, <<"get-disabled-users-num">>,
                                <<"get-disabled-users-list">>,
                                <<"get-online-users-num">>, <<"get-online-users-list">>,
-                               <<"announce">>]].
+                               <<"announce">>, <<"set-motd">>, <<"edit-motd">>,
+                               <<"delete-motd">>]].
 
 command_nodes(Items) ->
     lists:sort([N || {_, N, _} <- Items]).

@@ -27,7 +27,8 @@ all() ->
      end_user_session_bare_jid, end_user_session_full_jid, registered_users_num,
      online_users_num, online_users_list, online_users_list_max_items, announce,
      announce_bad_input, user_roster, user_stats, user_roster_and_stats_bad_input,
-     disable_and_reenable_user, disable_user_bad_input, disabled_account_deleted_and_made_again].
+     disable_and_reenable_user, disable_user_bad_input, disabled_account_deleted_and_made_again,
+     motd_once_per_account, motd_edit_and_delete, motd_bad_input].
 
 init_per_testcase(_TC, Config) ->
     throng_ct:start(Config, #{admins => [<<"admin@localhost">>]}),
@@ -109,7 +110,9 @@ commands_listed(_) ->
                                               <<"get-user-roster">>, <<"user-stats">>,
                                               <<"get-registered-users-num">>,
                                               <<"get-online-users-num">>,
-                                              <<"get-online-users-list">>, <<"announce">>]]),
+                                              <<"get-online-users-list">>, <<"announce">>,
+                                              <<"set-motd">>, <<"edit-motd">>,
+                                              <<"delete-motd">>]]),
                  lists:sort([N || {_, N, _} <- Items])).
 
 %% get-user-password is not offered (only SCRAM keys are stored): the node
@@ -432,3 +435,62 @@ disabled_account_deleted_and_made_again(_) ->
     _ = completed_note(admin(Ad, <<"delete-user">>, [{<<"accountjids">>, [<<"bob@localhost">>]}])),
     throng_ct:register(<<"bob">>, <<"password">>),
     ?assertEqual(ok, auth(<<"bob">>, <<"password">>)).
+
+%%% The message of the day (§4.25–4.27)
+
+%% Logs in and sends initial presence; returns the client and the message
+%% of the day it got right after, or none.
+online_motd(User, Res) ->
+    C = login(User, Res),
+    ?C:send(C, #xmlel{name = <<"presence">>}),
+    {C, motd_of(C)}.
+
+motd_of(C) ->
+    case ?C:recv(C, 500) of
+        timeout -> none;
+        #xmlel{name = <<"message">>} = M ->
+            ?assertEqual(<<"headline">>, throng_xml:attr(<<"type">>, M)),
+            ?assertEqual(?HOST, throng_xml:attr(<<"from">>, M)),
+            throng_xml:subel_cdata(M, <<"body">>);
+        _ -> motd_of(C)
+    end.
+
+%% set-motd: each account gets the message once, at the initial presence
+%% of its next session, whatever resource, also after a restart; an
+%% account that had it gets it again only when it changes.
+motd_once_per_account(_) ->
+    Ad = login(<<"admin">>),
+    {_, none} = online_motd(<<"bob">>, <<"before">>),
+    R = admin(Ad, <<"set-motd">>, [{<<"motd">>, [<<"Maintenance at 02:00.">>, <<"Be back soon.">>]}]),
+    ?assertEqual(<<"The message of the day of localhost is set">>, completed_note(R)),
+    ?assertMatch({_, <<"Maintenance at 02:00.\nBe back soon.">>}, online_motd(<<"bob">>, <<"one">>)),
+    ?assertMatch({_, none}, online_motd(<<"bob">>, <<"two">>)),
+    ?assertMatch({_, <<"Maintenance at 02:00.\nBe back soon.">>}, online_motd(<<"carol">>, <<"r">>)),
+    throng_ct:restart(),
+    ?assertMatch({_, none}, online_motd(<<"bob">>, <<"three">>)),
+    ?assertMatch({_, <<"Maintenance at 02:00.\nBe back soon.">>}, online_motd(<<"alice">>, <<"r">>)).
+
+%% edit-motd shows the message as it is and replaces it (everyone gets the
+%% new one); delete-motd ends it.
+motd_edit_and_delete(_) ->
+    Ad = login(<<"admin">>),
+    _ = completed_note(admin(Ad, <<"set-motd">>, [{<<"motd">>, [<<"First.">>]}])),
+    ?assertMatch({_, <<"First.">>}, online_motd(<<"bob">>, <<"one">>)),
+    F = ?A:run(Ad, cmd_node(<<"edit-motd">>), []),
+    ?assertEqual([<<"First.">>], ?A:field_values(F, <<"motd">>)),
+    R = ?A:submit(Ad, cmd_node(<<"edit-motd">>), ?A:sessionid(F), [{<<"motd">>, [<<"Second.">>]}]),
+    ?assertEqual(<<"completed">>, ?A:status(R)),
+    ?assertMatch({_, <<"Second.">>}, online_motd(<<"bob">>, <<"two">>)),
+    _ = completed_note(?A:run(Ad, cmd_node(<<"delete-motd">>), [])),
+    ?assertMatch({_, none}, online_motd(<<"carol">>, <<"r">>)),
+    ?assertEqual([], ?A:field_values(?A:run(Ad, cmd_node(<<"edit-motd">>), []), <<"motd">>)).
+
+%% An empty message is bad-payload and leaves the message as it was.
+motd_bad_input(_) ->
+    Ad = login(<<"admin">>),
+    _ = completed_note(admin(Ad, <<"set-motd">>, [{<<"motd">>, [<<"Kept.">>]}])),
+    ?assertEqual({error, <<"bad-request">>, <<"bad-payload">>},
+                 ?A:failure(admin(Ad, <<"set-motd">>, [{<<"motd">>, [<<"  ">>]}]))),
+    ?assertEqual({error, <<"bad-request">>, <<"bad-payload">>},
+                 ?A:failure(admin(Ad, <<"set-motd">>, []))),
+    ?assertMatch({_, <<"Kept.">>}, online_motd(<<"bob">>, <<"r">>)).

@@ -21,13 +21,17 @@
 %% `<query xmlns="jabber:iq:roster"/>') and user-stats (`rostersize',
 %% `onlineresources');</li>
 %% <li>announce (`announcement', and an optional `subject'): a headline
-%% from the domain to every session of the host.</li>
+%% from the domain to every session of the host;</li>
+%% <li>set-motd, edit-motd (`motd', shown as it is) and delete-motd: the
+%% message of the day, a headline each account gets once, at the initial
+%% presence of its next session.</li>
 %% </ul>
 %%
 %% Not offered: get-user-password (only SCRAM keys are stored, never a
-%% password); user-stats' IP addresses; blacklists, active and idle users, last login, the message of the day,
-%% restart and shutdown (nothing in the server to back them yet). Each command is one stage: a form, then its submission
-%% (or the submission right away). Input that does not fit is an error
+%% password); user-stats' IP addresses; blacklists, active and idle
+%% users, last login, restart and shutdown (nothing in the server to back
+%% them yet). Each command is one stage: a form, then its submission (or
+%% the submission right away). Input that does not fit is an error
 %% (bad-request with bad-payload for a missing field, jid-malformed,
 %% not-acceptable, conflict, item-not-found) and changes nothing.
 -module(throng_adhoc_admin).
@@ -36,6 +40,9 @@
 -include("throng.hrl").
 
 -export([adhoc_commands/1, adhoc_execute/1]).
+-export([load_motd/1, cache_motd/2, motd_at_login/1, motd_account_removed/2]).
+%% Called on every cluster node by erpc (set_motd/2).
+-ignore_xref([{cache_motd, 2}]).
 %% Provider callbacks, called by throng_mod_adhoc.
 -ignore_xref([{adhoc_commands, 1}, {adhoc_execute, 1}]).
 
@@ -57,7 +64,10 @@ commands() ->
      {<<"get-disabled-users-list">>, <<"Get List of Disabled Users">>},
      {<<"get-online-users-num">>, <<"Get Number of Online Users">>},
      {<<"get-online-users-list">>, <<"Get List of Online Users">>},
-     {<<"announce">>, <<"Send Announcement to Online Users">>}].
+     {<<"announce">>, <<"Send Announcement to Online Users">>},
+     {<<"set-motd">>, <<"Set Message of the Day">>},
+     {<<"edit-motd">>, <<"Edit Message of the Day">>},
+     {<<"delete-motd">>, <<"Delete Message of the Day">>}].
 
 -spec adhoc_commands(binary()) -> [throng_mod_adhoc:command()].
 adhoc_commands(_Host) ->
@@ -65,7 +75,7 @@ adhoc_commands(_Host) ->
 
 -spec adhoc_execute(throng_mod_adhoc:request()) -> throng_mod_adhoc:response().
 adhoc_execute(#{node := <<?PREFIX, Cmd/binary>>, action := start, values := none} = Req) ->
-    case form(Cmd) of
+    case form(Cmd, Req) of
         none -> run(Cmd, #{}, Req);
         Form -> {form, Cmd, [complete], Form}
     end;
@@ -75,6 +85,18 @@ adhoc_execute(#{node := <<?PREFIX, Cmd/binary>>, values := Values} = Req) ->
     run(Cmd, Values, Req).
 
 %%% The forms
+
+%% edit-motd shows the message it edits; the others' forms are fixed.
+form(<<"edit-motd">>, #{host := Host}) ->
+    Lines = case motd(Host) of
+                none -> [];
+                {_Version, Text} -> binary:split(Text, <<"\n">>, [global])
+            end,
+    form(<<"Editing the Message of the Day">>,
+         <<"Fill out this form to edit the message of the day.">>,
+         [(motd_field())#{values => Lines}]);
+form(Cmd, _Req) ->
+    form(Cmd).
 
 form(<<"add-user">>) ->
     form(<<"Adding a User">>, <<"Fill out this form to add a user.">>,
@@ -101,6 +123,9 @@ form(<<"change-user-password">>) ->
 form(<<"end-user-session">>) ->
     form(<<"Ending a User Session">>, <<"Fill out this form to end a user's session.">>,
          [jid_multi(<<"accountjids">>, <<"The Jabber ID(s) for which to end sessions">>)]);
+form(<<"set-motd">>) ->
+    form(<<"Setting the Message of the Day">>,
+         <<"Fill out this form to set the message of the day.">>, [motd_field()]);
 form(<<"get-user-roster">>) ->
     form(<<"Getting a User's Roster">>, <<"Fill out this form to get a user's roster.">>,
          [jid_single(<<"accountjid">>, <<"The Jabber ID for which to retrieve the roster">>)]);
@@ -134,6 +159,10 @@ jid_multi(Var, Label) ->
 
 private(Var, Label) ->
     #{var => Var, type => <<"text-private">>, label => Label, required => true}.
+
+motd_field() ->
+    #{var => <<"motd">>, type => <<"text-multi">>, label => <<"Message of the day">>,
+      required => true}.
 
 max_items_field() ->
     #{var => <<"max_items">>, type => <<"list-single">>,
@@ -237,6 +266,19 @@ run(<<"get-online-users-num">>, _V, #{host := Host}) ->
               values => [integer_to_binary(length(online_users(Host)))]}]);
 run(<<"get-online-users-list">>, V, #{host := Host}) ->
     with_max_items(V, fun(Max) -> online_list(Host, Max) end);
+run(Set, V, #{host := Host}) when Set =:= <<"set-motd">>; Set =:= <<"edit-motd">> ->
+    %% §4.25, §4.26: each account gets it once, at its next login.
+    Text = throng_xdata:text(<<"motd">>, V),
+    case string:trim(Text) of
+        <<>> -> missing(<<"motd">>);
+        _ ->
+            set_motd(Host, {erlang:system_time(microsecond), Text}),
+            done(info, [<<"The message of the day of ">>, Host, <<" is set">>])
+    end;
+run(<<"delete-motd">>, _V, #{host := Host}) ->
+    %% §4.27.
+    set_motd(Host, none),
+    done(info, [<<"The message of the day of ">>, Host, <<" is deleted">>]);
 run(<<"announce">>, V, #{host := Host}) ->
     case string:trim(throng_xdata:text(<<"announcement">>, V)) of
         <<>> -> missing(<<"announcement">>);
@@ -274,6 +316,72 @@ announce(Host, Subject, Text) ->
     Sessions = throng_sm:host_sessions(Host),
     _ = [throng_router:route(Domain, J, Msg) || J <- Sessions],
     done(info, [<<"Sent to ">>, integer_to_binary(length(Sessions)), <<" session(s)">>]).
+
+%%% The message of the day
+
+%% Kept in the store (bucket `motd', key Host: {Version, Text}) and, for
+%% the login path, in a persistent_term on every node of the cluster: a
+%% login costs one persistent_term read while no message is set, and one
+%% read of the account's `motd_seen' key (its last version seen) while one
+%% is.
+
+motd(Host) ->
+    persistent_term:get({?MODULE, motd, Host}, none).
+
+set_motd(Host, Motd) ->
+    ok = case Motd of
+             none -> throng_storage:kv_delete(motd, Host);
+             _ -> throng_storage:kv_put(motd, Host, Motd)
+         end,
+    _ = erpc:multicall(throng_members:members(), ?MODULE, cache_motd, [Host, Motd], 5000),
+    ok.
+
+%% @doc The node's copy of Host's message of the day (set on every node by
+%% set-motd, edit-motd and delete-motd).
+-spec cache_motd(binary(), {integer(), binary()} | none) -> ok.
+cache_motd(Host, Motd) ->
+    case persistent_term:get({?MODULE, motd, Host}, none) of
+        Motd -> ok;
+        _ when Motd =:= none -> _ = persistent_term:erase({?MODULE, motd, Host}), ok;
+        _ -> persistent_term:put({?MODULE, motd, Host}, Motd)
+    end.
+
+%% @doc The host's message of the day from the store into this node's
+%% copy (when the module starts).
+-spec load_motd(binary()) -> ok.
+load_motd(Host) ->
+    cache_motd(Host, case throng_storage:kv_get(motd, Host) of
+                         {ok, Motd} -> Motd;
+                         not_found -> none
+                     end).
+
+%% @doc A session sent its initial presence: its account gets the message
+%% of the day once (a headline from the domain), if one is set and the
+%% account has not had this one yet.
+-spec motd_at_login(#jid{}) -> ok.
+motd_at_login(#jid{user = U, server = S} = JID) ->
+    case motd(S) of
+        none -> ok;
+        {Version, Text} ->
+            try throng_storage:kv_get(motd_seen, {U, S}) of
+                {ok, Version} -> ok;
+                _ ->
+                    ok = throng_storage:kv_put(motd_seen, {U, S}, Version),
+                    throng_router:route(#jid{server = S}, JID,
+                                        #xmlel{name = <<"message">>, attrs = [{<<"type">>, <<"headline">>}],
+                                               children = [#xmlel{name = <<"subject">>,
+                                                                  children = [{xmlcdata, <<"Message of the Day">>}]},
+                                                           #xmlel{name = <<"body">>,
+                                                                  children = [{xmlcdata, Text}]}]})
+            catch error:{storage_failed, Why} ->
+                    logger:error(#{what => motd_not_sent, user => U, server => S, reason => Why})
+            end
+    end.
+
+%% @doc The account is gone: so is what it has seen.
+-spec motd_account_removed(binary(), binary()) -> ok.
+motd_account_removed(U, S) ->
+    throng_storage:kv_delete(motd_seen, {U, S}).
 
 %%% Input
 

@@ -37,10 +37,11 @@
 -include("throng.hrl").
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, start/2, stop/1]).
--export([command/2, disco_info/2, disco_items/2]).
+-export([command/2, disco_info/2, disco_items/2, initial_presence/2, user_removed/2]).
 -export([plan/2, new_sessionid/3, issued/4]).
 %% IQ handler and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
--ignore_xref([{command, 2}, {disco_info, 2}, {disco_items, 2}]).
+-ignore_xref([{command, 2}, {disco_info, 2}, {disco_items, 2}, {initial_presence, 2},
+              {user_removed, 2}]).
 %% Pure parts, tested by throng_mod_adhoc_tests.
 -ignore_xref([{plan, 2}, {new_sessionid, 3}, {issued, 4}]).
 
@@ -105,7 +106,10 @@ iq_handlers() ->
 -spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
 hooks() ->
     [{disco_info, 50, disco_info},
-     {disco_items, 50, disco_items}].
+     {disco_items, 50, disco_items},
+     %% The built-in provider's message of the day.
+     {initial_presence, 70, initial_presence},
+     {user_removed, 50, user_removed}].
 
 -spec disco_features(binary()) -> [binary()].
 disco_features(_Host) ->
@@ -113,14 +117,26 @@ disco_features(_Host) ->
 
 %% One table for every host, owned by the application's start process.
 -spec start(binary(), map()) -> ok.
-start(_Host, _Opts) ->
+start(Host, _Opts) ->
     case ets:whereis(?TAB) of
         undefined ->
             _ = ets:new(?TAB, [set, public, named_table, {keypos, #session.id},
                                {write_concurrency, true}]),
             ok;
         _ -> ok
-    end.
+    end,
+    throng_adhoc_admin:load_motd(Host).
+
+%% @doc Hook: a session's initial presence; its account gets the host's
+%% message of the day if it has not had it yet (XEP-0133 set-motd).
+-spec initial_presence([throng_session:item()], #{jid := #jid{}}) -> ok.
+initial_presence(_Items, #{jid := JID}) ->
+    throng_adhoc_admin:motd_at_login(JID).
+
+%% @doc Hook: the account is gone.
+-spec user_removed(ok, #{user := binary(), server := binary()}) -> ok.
+user_removed(ok, #{user := U, server := S}) ->
+    throng_adhoc_admin:motd_account_removed(U, S).
 
 -spec stop(binary()) -> ok.
 stop(Host) ->
