@@ -25,7 +25,7 @@ all() ->
      roster_push_to_every_resource, offline_when_last_resource_leaves,
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
-     vcard_hash_across_nodes, archive_across_nodes].
+     vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -364,6 +364,30 @@ vcard_hash_across_nodes(Config) ->
     ?assertEqual(binary:encode_hex(crypto:hash(sha, Image)),
                  string:uppercase(throng_xml:subel_cdata(X, <<"photo">>))),
     [?C:close(C) || C <- [A2, A3, B]].
+
+%% A message of the day set on one node (XEP-0133 set-motd, run as the
+%% provider runs it) reaches logins on the others, once per account.
+motd_on_every_node(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    Req = #{host => <<"localhost">>, from => jid(<<"alice">>, <<"admin">>),
+            node => <<"http://jabber.org/protocol/admin#set-motd">>, action => complete,
+            stage => undefined, values => #{<<"motd">> => [<<"Cluster-wide.">>]}},
+    ?assertMatch({completed, _, _}, erpc:call(N1, throng_adhoc_admin, adhoc_execute, [Req])),
+    Motd = fun(C) -> wait_for(C, fun(El) -> El#xmlel.name =:= <<"message">> end) end,
+    B = online(<<"bob">>, <<"b">>, N2),
+    ?assertEqual(<<"Cluster-wide.">>, body(Motd(B))),
+    C3 = online(<<"carol">>, <<"c">>, N3),
+    ?assertEqual(<<"Cluster-wide.">>, body(Motd(C3))),
+    B2 = online(<<"bob">>, <<"b2">>, N3),
+    NoMessage = fun F() ->
+                        case ?C:recv(B2, 500) of
+                            timeout -> ok;
+                            #xmlel{name = <<"presence">>} -> F();
+                            Other -> error({unexpected, Other})
+                        end
+                end,
+    ok = NoMessage(),
+    [?C:close(C) || C <- [B, C3, B2]].
 
 netsplit_heals(Config) ->
     [N1, N2, N3] = Nodes = ?config(nodes, Config),
