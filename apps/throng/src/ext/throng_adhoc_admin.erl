@@ -40,7 +40,7 @@
 -include("throng.hrl").
 
 -export([adhoc_commands/1, adhoc_execute/1]).
--export([load_motd/1, cache_motd/2, motd_at_login/1, motd_account_removed/2]).
+-export([reset_motd/1, cache_motd/2, motd_at_login/1, motd_account_removed/2]).
 %% Called on every cluster node by erpc (set_motd/2).
 -ignore_xref([{cache_motd, 2}]).
 %% Provider callbacks, called by throng_mod_adhoc.
@@ -320,13 +320,25 @@ announce(Host, Subject, Text) ->
 %%% The message of the day
 
 %% Kept in the store (bucket `motd', key Host: {Version, Text}) and, for
-%% the login path, in a persistent_term on every node of the cluster: a
-%% login costs one persistent_term read while no message is set, and one
-%% read of the account's `motd_seen' key (its last version seen) while one
-%% is.
+%% the login path, in a persistent_term on every node of the cluster (set
+%% there by the commands; read from the store by the first login after a
+%% start): a login costs one persistent_term read while no message is set,
+%% and one read of the account's `motd_seen' key (its last version seen)
+%% while one is.
 
+%% Read from the store at the first login after the module starts (a start
+%% must not need the database: it may be down, the logins then fail on
+%% their own); a store that cannot answer means no message this time.
 motd(Host) ->
-    persistent_term:get({?MODULE, motd, Host}, none).
+    case persistent_term:get({?MODULE, motd, Host}, unknown) of
+        unknown ->
+            try throng_storage:kv_get(motd, Host) of
+                {ok, Motd} -> cache_motd(Host, Motd), Motd;
+                not_found -> cache_motd(Host, none), none
+            catch error:{storage_failed, _} -> none
+            end;
+        Known -> Known
+    end.
 
 set_motd(Host, Motd) ->
     ok = case Motd of
@@ -340,20 +352,17 @@ set_motd(Host, Motd) ->
 %% set-motd, edit-motd and delete-motd).
 -spec cache_motd(binary(), {integer(), binary()} | none) -> ok.
 cache_motd(Host, Motd) ->
-    case persistent_term:get({?MODULE, motd, Host}, none) of
+    case persistent_term:get({?MODULE, motd, Host}, unknown) of
         Motd -> ok;
-        _ when Motd =:= none -> _ = persistent_term:erase({?MODULE, motd, Host}), ok;
         _ -> persistent_term:put({?MODULE, motd, Host}, Motd)
     end.
 
-%% @doc The host's message of the day from the store into this node's
-%% copy (when the module starts).
--spec load_motd(binary()) -> ok.
-load_motd(Host) ->
-    cache_motd(Host, case throng_storage:kv_get(motd, Host) of
-                         {ok, Motd} -> Motd;
-                         not_found -> none
-                     end).
+%% @doc This node forgets its copy of the host's message of the day (when
+%% the module starts): the first login reads it from the store again.
+-spec reset_motd(binary()) -> ok.
+reset_motd(Host) ->
+    _ = persistent_term:erase({?MODULE, motd, Host}),
+    ok.
 
 %% @doc A session sent its initial presence: its account gets the message
 %% of the day once (a headline from the domain), if one is set and the

@@ -125,7 +125,7 @@ start(Host, _Opts) ->
             ok;
         _ -> ok
     end,
-    throng_adhoc_admin:load_motd(Host).
+    throng_adhoc_admin:reset_motd(Host).
 
 %% @doc Hook: a session's initial presence; its account gets the host's
 %% message of the day if it has not had it yet (XEP-0133 set-motd).
