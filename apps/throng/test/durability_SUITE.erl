@@ -30,7 +30,8 @@ groups() ->
                    offline_claim_keeps_messages_when_sync_fails,
                    sync_process_down_fails_the_write, archive_writes_are_synced_soon,
                    archive_writes_wait_when_the_log_falls_behind,
-                   archive_writes_do_not_wait_for_a_log_that_keeps_up | Both]},
+                   archive_writes_do_not_wait_for_a_log_that_keeps_up,
+                   disabled_check_failure_is_temporary | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
 init_per_group(Group, Config) ->
@@ -339,6 +340,22 @@ login_while_store_fails_is_temporary(Config) ->
         pgsql -> start_store(Config)
     end,
     timer:sleep(200),   %% the second failure is answered after a short delay
+    ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
+
+%% The right password, and then the store cannot say whether the account
+%% is disabled (it failed between the two reads): temporary-auth-failure,
+%% the connection stays, and the login works once the store answers.
+disabled_check_failure_is_temporary(_Config) ->
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    ok = meck:expect(throng_storage_mnesia, kv_get,
+                     fun(disabled_accounts, _) -> error({storage_failed, {aborted, test}});
+                        (B, K) -> meck:passthrough([B, K])
+                     end),
+    C = throng_test_client:connect(#{}),
+    _ = throng_test_client:open_stream(C),
+    ?assertEqual({failure, <<"temporary-auth-failure">>},
+                 throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)),
+    ok = meck:unload(throng_storage_mnesia),
     ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
 
 %% A message for an offline user while the store cannot answer gets

@@ -137,9 +137,16 @@ sasl_result({success, Extra, User}, Dialect, D) ->
 sasl_result({success, Extra, User, How}, Dialect, D) ->
     %% Right credentials (or token) for an account an administrator
     %% disabled: refused, and not counted as a guess.
-    case throng_auth:is_disabled(User, D#d.server) of
+    %% A store that cannot say (a PLAIN login answered from the cache while
+    %% the database is down) is temporary-auth-failure, as a credential
+    %% read that fails.
+    try throng_auth:is_disabled(User, D#d.server) of
         true -> sasl_result({error, 'account-disabled', User}, Dialect, D);
         false -> succeeded(Extra, User, How, Dialect, D)
+    catch error:{storage_failed, Why} ->
+            logger:warning(#{what => disabled_check_failed, user => User, server => D#d.server,
+                             reason => Why}),
+            sasl_result({error, 'temporary-auth-failure', User}, Dialect, D)
     end;
 sasl_result({error, Cond, User}, Dialect, D) ->
     failed(Cond, User, Dialect, D).
