@@ -242,8 +242,7 @@ run(<<"get-user-roster">>, V, #{host := Host}) ->
     %% shows) inside the result form.
     with_existing(V, Host, fun(U) ->
         {_Ver, Items} = throng_storage:roster_get(U, Host),
-        #xmlel{children = Fields} = Form = throng_xdata:result(<<>>, [form_type(), account_field(U, Host)]),
-        {completed, [], [Form#xmlel{children = Fields ++ [throng_roster:query_el(Items, undefined)]}]}
+        result([account_field(U, Host)], [throng_roster:query_el(Items, undefined)])
     end);
 run(<<"user-stats">>, V, #{host := Host}) ->
     %% §4.20: the roster's size and the account's sessions, on any node of
@@ -481,7 +480,12 @@ done(Type, Text) ->
     {completed, [{Type, iolist_to_binary(Text)}], []}.
 
 result(Fields) ->
-    {completed, [], [throng_xdata:result(<<>>, [form_type() | Fields])]}.
+    result(Fields, []).
+
+%% A result form, with elements of other namespaces after its fields.
+result(Fields, Extra) ->
+    #xmlel{children = Children} = Form = throng_xdata:result(<<>>, [form_type() | Fields]),
+    {completed, [], [Form#xmlel{children = Children ++ Extra}]}.
 
 missing(Var) ->
     {error, 'bad-request', 'bad-payload', <<Var/binary, " is required">>}.
