@@ -1,13 +1,12 @@
 %% @doc What the message archive (XEP-0313, throng_mod_mam) costs in the
 %% embedded store (bench/mam.sh runs this in a node of its own, with the
-%% compiled server on the code path): the memory per archived message of
-%% the disc_copies table throng_mam (ETS words and the packets' off-heap
-%% binaries) and its bytes on disk; how many archive writes a second one
-%% writer and 40 concurrent writers get, with the CPU each costs (a write
-%% is not waited on: it is committed with the writes of the next 20 ms,
-%% and writers wait only when 1,000 are not on disk yet), and the log's
-%% backlog after the flood; and the time of a page query in a large
-%% archive.
+%% compiled server on the code path): the node's memory per archived
+%% message (the archive is in files: throng_archive_files) and its bytes on
+%% disk (records, index, and the writers' logs until a checkpoint); how
+%% many archive writes a second one writer and 40 concurrent writers get,
+%% with the CPU each costs (a write is not waited on: the writer's log is
+%% fsynced with the writes of the next 20 ms), and the writers' queues
+%% after the flood; and the time of a page query in a large archive.
 -module(mambench).
 
 -export([main/1]).
@@ -47,36 +46,29 @@ msg(Id, Packet) ->
 
 user(I) -> <<"user", (integer_to_binary(I))/binary>>.
 
-%% N messages spread over Users users, written in batches (one fsync per
-%% batch: the memory does not depend on it).
+%% N messages spread over Users users, one after another.
 memory(N, Users, Packet, Dir) ->
     erlang:garbage_collect(),
-    Words0 = mnesia:table_info(throng_mam, memory),
-    Bin0 = erlang:memory(binary),
+    Mem0 = erlang:memory(total),
     Start = os:system_time(microsecond),
-    lists:foreach(
-      fun(Batch) ->
-              throng_storage:batch(
-                fun() ->
-                        [throng_storage:mam_store(user(I rem Users), <<"localhost">>,
-                                                  msg(Start + I, Packet)) || I <- Batch]
-                end)
-      end, chunks(lists:seq(1, N), 1000)),
-    erlang:garbage_collect(),
-    Words = mnesia:table_info(throng_mam, memory) - Words0,
-    Bin = erlang:memory(binary) - Bin0,
-    Wordsize = erlang:system_info(wordsize),
-    mnesia:dump_log(),
-    Disk = lists:sum([filelib:file_size(F)
-                      || F <- filelib:wildcard(binary_to_list(Dir) ++ "/mnesia/throng_mam.*")]),
-    io:format("memory: ~b messages over ~b users: ~.1f bytes per message in RAM "
-              "(~.1f in the table's ETS words, ~.1f of off-heap packet binaries), "
-              "~.1f bytes per message on disk~n",
-              [N, Users, (Words * Wordsize + Bin) / N, Words * Wordsize / N, Bin / N, Disk / N]).
-
-chunks([], _) -> [];
-chunks(L, K) when length(L) =< K -> [L];
-chunks(L, K) -> {A, B} = lists:split(K, L), [A | chunks(B, K)].
+    {R0, _} = statistics(runtime),
+    lists:foreach(fun(I) ->
+                          throng_storage:mam_store(user(I rem Users), <<"localhost">>,
+                                                   msg(Start + I, Packet))
+                  end, lists:seq(1, N)),
+    {R1, _} = statistics(runtime),
+    [erlang:garbage_collect(P) || P <- processes()],
+    Mem = erlang:memory(total) - Mem0,
+    Root = binary_to_list(Dir) ++ "/archive",
+    Files = [F || F <- filelib:wildcard(Root ++ "/**"), filelib:is_regular(F)],
+    Logs = [F || F <- filelib:wildcard(Root ++ "/.wal/*.log")],
+    Disk = lists:sum([filelib:file_size(F) || F <- Files ++ Logs]),
+    LogBytes = lists:sum([filelib:file_size(F) || F <- Logs]),
+    io:format("memory: ~b messages over ~b users: ~.1f bytes per message of the node's memory "
+              "(erlang:memory(total) after a collection), ~.1f bytes per message on disk "
+              "(~.1f of them the writers' logs, deleted at the next checkpoint); "
+              "~.1f us of CPU per write~n",
+              [N, Users, Mem / N, Disk / N, LogBytes / N, (R1 - R0) * 1000 / N]).
 
 %% C writers, each storing M messages one by one.
 writes(Packet) ->
@@ -94,12 +86,13 @@ writes(Packet) ->
          [receive {done, P} -> ok end || P <- Pids],
          T = erlang:monotonic_time(microsecond) - T0,
          {R1, _} = statistics(runtime),
-         {message_queue_len, Backlog} =
-             process_info(disk_log_server:get_log_pid(latest_log), message_queue_len),
+         Backlog = lists:sum([N || P <- processes(),
+                                   {registered_name, Name} <- [process_info(P, registered_name)],
+                                   lists:prefix("throng_archive_writer_", atom_to_list(Name)),
+                                   {message_queue_len, N} <- [process_info(P, message_queue_len)]]),
          io:format("writes: ~b writer(s) x ~b: ~b writes/s, ~.1f us of CPU each; ~b left in "
-                   "Mnesia's log queue at the end~n",
-                   [C, M, round(C * M * 1000000 / T), (R1 - R0) * 1000 / (C * M), Backlog]),
-         ok = mnesia:sync_log()
+                   "the archive writers' queues at the end~n",
+                   [C, M, round(C * M * 1000000 / T), (R1 - R0) * 1000 / (C * M), Backlog])
      end || {C, M} <- [{1, 20000}, {40, 10000}]],
     ok.
 
@@ -108,11 +101,7 @@ writes(Packet) ->
 queries(Packet) ->
     U = <<"big">>,
     Base = os:system_time(microsecond),
-    lists:foreach(fun(Batch) ->
-                          throng_storage:batch(
-                            fun() -> [throng_storage:mam_store(U, <<"localhost">>, msg(Base + I, Packet))
-                                      || I <- Batch] end)
-                  end, chunks(lists:seq(1, 20000), 1000)),
+    [throng_storage:mam_store(U, <<"localhost">>, msg(Base + I, Packet)) || I <- lists:seq(1, 20000)],
     Time = fun(F) ->
                    {T, _} = timer:tc(fun() -> [F() || _ <- lists:seq(1, 20)] end),
                    T / 20

@@ -100,8 +100,10 @@ main([NodeStr, PidStr, NStr, PortStr, SettleStr]) ->
                        Rows when is_integer(Rows) -> Rows;
                        _ -> 0
                    end,
-    io:format("  ~-22s ~8.1f bytes (~b messages archived, ~.1f per session)~n",
-              [archive_rows, PerSession(archive), ArchivedRows, ArchivedRows / N]),
+    ArchivedInFiles = archived_in_files(Node),
+    io:format("  ~-22s ~8.1f bytes (~b messages archived in RAM, ~.1f per session; "
+              "~b in the archive's files, not in RAM)~n",
+              [archive_rows, PerSession(archive), ArchivedRows, ArchivedRows / N, ArchivedInFiles]),
     %% The archived stanzas themselves are off-heap binaries (larger than
     %% 64 bytes), in binary_alloc, not in the table's words: counted here
     %% after the last sample (the read copies the table into the server).
@@ -196,6 +198,18 @@ sample(Node, OsPid) ->
       binary => proplists:get_value(binary, Mem),
       system => proplists:get_value(system, Mem),
       archive => archive_bytes(Node)}.
+
+%% The messages in the archives' files (a node alone on its data keeps its
+%% archives there, not in RAM): 20 bytes of index per message after a
+%% 16-byte header.
+archived_in_files(Node) ->
+    case rpc:call(Node, throng_archive_files, root, []) of
+        Root when is_list(Root) ->
+            Idx = rpc:call(Node, filelib, wildcard, [filename:join([Root, "*", "*", "*.idx"])]),
+            lists:sum([max(0, (rpc:call(Node, filelib, file_size, [F]) - 16) div 20) || F <- Idx]);
+        _ ->
+            0
+    end.
 
 %% The bytes of the message archive's rows in RAM (Mnesia's throng_mam
 %% table, a disc_copies table: the archive is kept in RAM and on disk);

@@ -60,21 +60,15 @@
 -define(LOAD_TIMEOUT_MS, 600000).
 -define(BYTES_KEY, {?MODULE, offline_bytes}).
 -define(DISC_KEY, {?MODULE, disc_nodes}).
-%% An archive write asks for a group commit this much later (one for every
-%% write of that moment), instead of waiting for one; but it waits when
-%% this many archive writes are not known to be on disk yet. The atomics:
-%% 1, a commit is scheduled; 2, archive writes made; 3, of those, the ones
-%% known to be on disk.
--define(SOON_KEY, {?MODULE, sync_soon}).
--define(SOON_MS, 20).
--define(MAX_UNSYNCED, 1000).
--define(LAG_KEY, {?MODULE, archive_sync_lag_ms}).
--define(DEFAULT_LAG_MS, 250).
 -define(DC_DUMP_LIMIT, 1).
 
 -spec child_specs() -> [supervisor:child_spec()].
 child_specs() ->
-    [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}}].
+    [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}} |
+     case archive() of
+         {files, Root} -> throng_archive_writer:child_specs(Root);
+         table -> []
+     end].
 
 %%% Start-up
 
@@ -95,7 +89,7 @@ init() ->
         wait_for_tables(),
         persistent_term:put(?DISC_KEY, disc_nodes()),
         count_offline_bytes(),
-        reset_unsynced(),
+        init_archive(throng_config:get([cluster, db_nodes])),
         recover_at_boot()
     catch
         throw:{storage_init, Text} ->
@@ -752,54 +746,28 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 
 %%% Message archive (XEP-0313)
 
-%% Every message archived costs a write on the path of the message, so it
-%% is made cheap (bench/mam.sh): on a node that keeps the tables alone, a
-%% dirty write (about 5 us of CPU, no transaction, no lock manager: the ids
-%% this node gives are unique, and a dirty read finds one of an earlier
-%% run), then a group commit ?SOON_MS ms later that covers every write of
-%% that moment, not waited for. So the message is in the archive (every
-%% query sees it) when this returns, and on disk ?SOON_MS ms and an fsync
-%% later; a kill -9 of the node or a crash of the machine in between may
-%% lose it (measured: 1,000 writes and an immediate halt kept 363; 100 ms
-%% later, all). Batching the writes of many sessions in one transaction
-%% was measured and is slower: at 5,000 messages/s the batches hold a few
-%% writes, and a transaction and a call to the writer cost more than the
-%% dirty writes they replace (229 against 181 us of server CPU per
-%% message, bench/routing.sh 500).
-%%
-%% Mnesia writes its log in one process, which gets no more CPU than any
-%% session: when writes come faster than it writes them, the log falls
-%% behind. A writer that finds more than ?MAX_UNSYNCED archive
-%% writes not synced, and the last successful commit begun more than
-%% archive_sync_lag_ms ago (250 ms by default; the application
-%% environment of throng sets it), waits for a commit, so that the backlog
-%% (and what a crash can lose) stays bounded and the senders slow down
-%% instead (measured without it: 365,000 writes queued behind the log
-%% under load, and growing). Both conditions, not the count alone: a log
-%% that keeps up commits every ?SOON_MS ms and a few, and thousands of
-%% sessions writing at once pass any fixed count between two commits;
-%% with the count alone every one of them waited for every commit, and
-%% the server's message rate fell to a third (bench/routing.sh 2000). In a
-%% cluster another node may archive for the same user in the same
-%% microsecond: a transaction takes the id, and the write is durable when
-%% this returns.
+%% A node that keeps its data alone (no cluster.db_nodes) keeps the
+%% archive in files, not in a table held in RAM ({@link
+%% throng_archive_files}, written by {@link throng_archive_writer}): an
+%% archive grows with the messages (up to max_messages per user), and in a
+%% disc_copies table every message cost ~744 bytes of RAM (bench/mam.sh).
+%% A store returns once the message is in the files (every query sees it,
+%% a kill -9 of the node does not lose it) and in the writer's log, which
+%% is fsynced ?SYNC_MS (20) ms later with every store of that moment. In a
+%% cluster whose db nodes share the tables, the archive is the table
+%% throng_mam, read and written like every other table (a transaction
+%% takes the id; another node may archive for the same user in the same
+%% microsecond), durable when the store returns.
 -spec mam_store(binary(), binary(), #mam_msg{}) -> non_neg_integer().
 mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
-    US = {U, S},
-    case persistent_term:get(?DISC_KEY, {true, []}) of
-        {true, []} ->
-            Id = dirty_free_id(US, Id0),
-            try mnesia:dirty_write(mam_row(US, Id, Msg))
-            catch exit:{aborted, Why} -> failed({aborted, Why})
-            end,
-            Ref = persistent_term:get(?SOON_KEY),
-            case atomics:add_get(Ref, 2, 1) - atomics:get(Ref, 3) > ?MAX_UNSYNCED
-                andalso log_behind(Ref) of
-                true -> _ = sync_unsynced(), ok;
-                false -> sync_soon()
-            end,
-            Id;
-        _Shared ->
+    case archive() of
+        {files, _Root} ->
+            case throng_archive_writer:store(U, S, Msg) of
+                {ok, Id} -> Id;
+                {error, Why} -> failed({aborted, {archive, Why}})
+            end;
+        table ->
+            US = {U, S},
             tx(fun() ->
                        Id = free_id(US, Id0),
                        mnesia:write(mam_row(US, Id, Msg)),
@@ -816,82 +784,61 @@ free_id(US, Id) ->
         [_] -> free_id(US, Id + 1)
     end.
 
-dirty_free_id(US, Id) ->
-    case dirty_read(throng_mam, {US, Id}) of
-        [] -> Id;
-        [_] -> dirty_free_id(US, Id + 1)
-    end.
+-define(ARCHIVE_KEY, {?MODULE, archive}).
 
-%% The atomics of the archive's group commit: 1, a commit pending; 2,
-%% archive writes made; 3, writes known to be on disk; 4, when the last
-%% successful commit began (monotonic milliseconds).
-%%
-%% At a start the count of archive writes not known to be on disk starts
-%% again: those of an earlier start in this node were dumped when Mnesia
-%% stopped, or are lost with it (a sync cut short by the stop must not be
-%% held against this start's writers). The counters outlive the start,
-%% for a sync of the earlier one that is still running.
-reset_unsynced() ->
-    persistent_term:put(?LAG_KEY, application:get_env(throng, archive_sync_lag_ms,
-                                                      ?DEFAULT_LAG_MS)),
-    Ref = case persistent_term:get(?SOON_KEY, undefined) of
-              undefined ->
-                  New = atomics:new(4, []),
-                  persistent_term:put(?SOON_KEY, New),
-                  New;
-              Old ->
-                  Old
-          end,
-    atomics:put(Ref, 3, atomics:get(Ref, 2)),
-    atomics:put(Ref, 4, erlang:monotonic_time(millisecond)).
+%% files, with their directory, or the table.
+archive() ->
+    persistent_term:get(?ARCHIVE_KEY, table).
 
-%% Whether the log is behind: its last successful commit began more than
-%% archive_sync_lag_ms ago.
-log_behind(Ref) ->
-    erlang:monotonic_time(millisecond) - atomics:get(Ref, 4) > persistent_term:get(?LAG_KEY).
+%% At a start of a node that keeps its data alone (no cluster.db_nodes:
+%% with them, even a list of this node alone, other nodes may read and
+%% write the tables, so the archive is the table): what the writers' logs
+%% hold goes to the archives, and so does what an earlier version archived
+%% in the table.
+init_archive([]) ->
+    Root = throng_archive_files:root(),
+    try
+        _ = throng_archive_files:recover(Root),
+        migrate_archive(Root)
+    catch
+        throw:{archive, Why} -> fail("cannot recover the message archive in ~ts: ~0tp", [Root, Why])
+    end,
+    persistent_term:put(?ARCHIVE_KEY, {files, Root});
+init_archive(_Shared) ->
+    persistent_term:put(?ARCHIVE_KEY, table).
 
-%% The first write of a moment starts a process that waits ?SOON_MS ms and
-%% has the log synced (with whatever else the group commit syncs then);
-%% the writes until it starts are covered by it.
-sync_soon() ->
-    Ref = persistent_term:get(?SOON_KEY),
-    case atomics:compare_exchange(Ref, 1, 0, 1) of
-        ok ->
-            _ = spawn(fun() ->
-                              timer:sleep(?SOON_MS),
-                              atomics:put(Ref, 1, 0),
-                              sync_unsynced()
-                      end),
+%% The table's rows, in its order (user by user, by id), appended to the
+%% files (a row whose id a file already has is skipped: a migration cut
+%% short starts again); the table is emptied once the file system holds
+%% the files.
+migrate_archive(Root) ->
+    case mnesia:table_info(throng_mam, size) of
+        0 ->
             ok;
-        _Pending ->
-            ok
+        Size ->
+            logger:notice(#{what => archive_migration_started, messages => Size, dir => Root}),
+            Open = migrate(mnesia:dirty_first(throng_mam), Root, #{}, 0),
+            throng_archive_files:close_all(Open),
+            case throng_archive_files:syncfs(Root) of
+                ok -> ok;
+                {error, Why} -> fail("cannot sync the migrated message archive: ~0tp", [Why])
+            end,
+            {atomic, ok} = mnesia:clear_table(throng_mam),
+            logger:notice(#{what => archive_migration_done, messages => Size})
     end.
 
-%% A commit covers every write made before it starts: once it succeeds,
-%% the writes counted then are known to be on disk. When it fails
-%% (throng_mnesia_sync logs it, once for all who shared it) the archive
-%% writes are in the table all the same, stay counted as not on disk, and
-%% the next commit tries again.
-sync_unsynced() ->
-    Ref = persistent_term:get(?SOON_KEY),
-    Began = erlang:monotonic_time(millisecond),
-    Made = atomics:get(Ref, 2),
-    case sync() of
-        ok ->
-            raise(Ref, 3, Made),
-            raise(Ref, 4, Began);
-        {error, _} = Error ->
-            Error
-    end.
-
-%% Slot I of Ref becomes V unless it is already as large (concurrent
-%% commits end in any order).
-raise(Ref, I, V) ->
-    Old = atomics:get(Ref, I),
-    case V =< Old orelse atomics:compare_exchange(Ref, I, Old, V) =:= ok of
-        true -> ok;
-        false -> raise(Ref, I, V)
-    end.
+migrate('$end_of_table', _Root, Open, _N) ->
+    Open;
+migrate({US, Id} = Key, Root, Open, N) ->
+    N > 0 andalso N rem 100000 =:= 0 andalso
+        logger:notice(#{what => archive_migration_progress, messages => N}),
+    Open1 = case mnesia:dirty_read(throng_mam, Key) of
+                [#throng_mam{peer = Peer, packet = Packet}] ->
+                    throng_archive_files:restore(Root, US, Id, Peer, Packet, Open);
+                [] ->
+                    Open
+            end,
+    migrate(mnesia:dirty_next(throng_mam, Key), Root, Open1, N + 1).
 
 %% Without a peer filter, a range is walked key by key from the end the
 %% query reads from (one ordered_set step each, O(log n)): a page reads its
@@ -901,13 +848,24 @@ raise(Ref, I, V) ->
 %% are read.
 -spec mam_query(binary(), binary(), #mam_filter{}, throng_storage:mam_direction(),
                 non_neg_integer()) -> [#mam_msg{}].
-mam_query(U, S, #mam_filter{ids = any, with = any, min = Min} = F, forward, Limit) ->
+mam_query(U, S, F, Direction, Limit) ->
+    case archive() of
+        {files, Root} -> files(fun() -> throng_archive_files:query(Root, U, S, F, Direction, Limit) end);
+        table -> table_query(U, S, F, Direction, Limit)
+    end.
+
+files(Fun) ->
+    try Fun()
+    catch throw:{archive, Why} -> failed({aborted, {archive, Why}})
+    end.
+
+table_query(U, S, #mam_filter{ids = any, with = any, min = Min} = F, forward, Limit) ->
     US = {U, S},
     walk(fun mnesia:dirty_next/2, {US, Min - 1}, US, F, Limit, []);
-mam_query(U, S, #mam_filter{ids = any, with = any, max = Max} = F, backward, Limit) ->
+table_query(U, S, #mam_filter{ids = any, with = any, max = Max} = F, backward, Limit) ->
     US = {U, S},
     lists:reverse(walk(fun mnesia:dirty_prev/2, {US, Max + 1}, US, F, Limit, []));
-mam_query(U, S, #mam_filter{ids = any} = F, Direction, Limit) ->
+table_query(U, S, #mam_filter{ids = any} = F, Direction, Limit) ->
     US = {U, S},
     Ids = range_ids(US, F),
     Page = case Direction of
@@ -915,7 +873,7 @@ mam_query(U, S, #mam_filter{ids = any} = F, Direction, Limit) ->
                backward -> lists:nthtail(max(0, length(Ids) - Limit), Ids)
            end,
     [M || Id <- Page, M <- read_mam(US, Id)];
-mam_query(U, S, #mam_filter{ids = Ids} = F, Direction, Limit) ->
+table_query(U, S, #mam_filter{ids = Ids} = F, Direction, Limit) ->
     US = {U, S},
     Found = [M || Id <- lists:usort(Ids), M <- read_mam(US, Id), selects(F, M)],
     case Direction of
@@ -946,13 +904,8 @@ read_mam(US, Id) ->
     [#mam_msg{id = Id, peer = P, packet = B}
      || #throng_mam{peer = P, packet = B} <- dirty_read(throng_mam, {US, Id})].
 
-selects(#mam_filter{min = Min, max = Max, with = With}, #mam_msg{id = Id, peer = Peer}) ->
-    Id >= Min andalso Id =< Max andalso with_matches(With, Peer).
-
-with_matches(any, _Peer) -> true;
-with_matches({Bare, any}, {Bare, _}) -> true;
-with_matches({Bare, Res}, {Bare, Res}) -> true;
-with_matches(_, _) -> false.
+selects(F, M) ->
+    throng_archive_files:selects(F, M).
 
 %% The ids of the user's range that the filter selects, in order: a select
 %% over the user's range (the key's bound prefix keeps it there).
@@ -969,10 +922,16 @@ range_ids(US, #mam_filter{min = Min, max = Max, with = With}) ->
 %% returned.
 -spec mam_count(binary(), binary(), #mam_filter{}, non_neg_integer()) ->
     {non_neg_integer(), non_neg_integer()}.
-mam_count(U, S, #mam_filter{ids = any} = F, Before) ->
+mam_count(U, S, F, Before) ->
+    case archive() of
+        {files, Root} -> files(fun() -> throng_archive_files:count(Root, U, S, F, Before) end);
+        table -> table_count(U, S, F, Before)
+    end.
+
+table_count(U, S, #mam_filter{ids = any} = F, Before) ->
     count_below(range_ids({U, S}, F), Before);
-mam_count(U, S, Filter, Before) ->
-    Found = mam_query(U, S, Filter, forward, length(Filter#mam_filter.ids)),
+table_count(U, S, Filter, Before) ->
+    Found = table_query(U, S, Filter, forward, length(Filter#mam_filter.ids)),
     count_below([Id || #mam_msg{id = Id} <- Found], Before).
 
 count_below(Ids, Before) ->
@@ -980,6 +939,17 @@ count_below(Ids, Before) ->
 
 -spec mam_delete_user(binary(), binary()) -> ok.
 mam_delete_user(U, S) ->
+    case archive() of
+        {files, _Root} ->
+            case throng_archive_writer:delete(U, S) of
+                ok -> ok;
+                {error, Why} -> failed({aborted, {archive, Why}})
+            end;
+        table ->
+            table_delete_user(U, S)
+    end.
+
+table_delete_user(U, S) ->
     US = {U, S},
     Ids = dirty_select(throng_mam, [{{throng_mam, {US, '$1'}, '_', '_'}, [], ['$1']}]),
     delete_mam(US, Ids).
@@ -996,6 +966,19 @@ delete_mam(US, Ids) ->
 %% order (user by user, oldest first): one user's ids are held at a time.
 -spec mam_expire(binary(), non_neg_integer(), non_neg_integer() | infinity) -> non_neg_integer().
 mam_expire(S, Before, MaxPerUser) ->
+    case archive() of
+        {files, Root} ->
+            lists:foldl(fun(U, N) ->
+                                case throng_archive_writer:keep(U, S, Before, MaxPerUser) of
+                                    {ok, Gone} -> N + Gone;
+                                    {error, Why} -> failed({aborted, {archive, Why}})
+                                end
+                        end, 0, files(fun() -> throng_archive_files:users(Root, S) end));
+        table ->
+            table_expire(S, Before, MaxPerUser)
+    end.
+
+table_expire(S, Before, MaxPerUser) ->
     Spec = [{{throng_mam, {{'$1', S}, '$2'}, '_', '_'}, [], [{{'$1', '$2'}}]}],
     First = fun() -> mnesia:select(throng_mam, Spec, ?BULK_BATCH, read) end,
     expire_chunks(activity(First), S, Before, MaxPerUser, none, [], 0).
