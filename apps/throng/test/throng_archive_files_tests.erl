@@ -50,13 +50,21 @@ with_root(Fun) ->
 
 %% Writes the archive; returns the model (the messages in order).
 write(Root, Spec) ->
+    write(Root, Spec, length(Spec)).
+
+%% Only the first InFiles messages go to the files.
+write(Root, Spec, InFiles) ->
     A0 = ?F:open(Root, ?U, ?S),
     {A, Msgs, _} =
         lists:foldl(fun({Gap, {Bare, _} = Peer}, {A, Acc, Prev}) ->
-                            Id = ?F:next_id(A, Prev + Gap),
+                            Id = Prev + Gap,
                             Packet = <<"<message><body>", (integer_to_binary(Id))/binary,
                                        "</body></message>">>,
-                            A1 = ?F:append(A, Id, Bare, ?F:record(Id, Peer, Packet)),
+                            A1 = case length(Acc) < InFiles of
+                                     true -> ?F:append(A, ?F:next_id(A, Id), Bare,
+                                                       ?F:record(Id, Peer, Packet));
+                                     false -> A
+                                 end,
                             {A1, [#mam_msg{id = Id, peer = Peer, packet = Packet} | Acc], Id}
                     end, {A0, [], 0}, Spec),
     {A, lists:reverse(Msgs)}.
@@ -72,14 +80,18 @@ selects(#mam_filter{min = Min, max = Max, with = With, ids = Ids}, #mam_msg{id =
         end.
 
 queries_match_the_model_test_() ->
-    check("a query's page and a count are the model's, from either end, with any filter",
-          ?FORALL({Spec, Queries},
-                  {archive_gen(), list({filter_gen(), elements([forward, backward]),
-                                        choose(0, 300), choose(0, 2500)})},
+    check("a query's page and a count are the model's, from either end, with any filter, "
+          "whether the newest messages are still pending, in the files, or both",
+          ?FORALL({Spec, {Unwritten, Overlap}, Queries},
+                  {archive_gen(), {oneof([0, choose(0, 40)]), choose(0, 5)},
+                   list({filter_gen(), elements([forward, backward]),
+                         choose(0, 300), choose(0, 2500)})},
                   with_root(
                     fun(Root) ->
-                            {A, Model} = write(Root, Spec),
+                            InFiles = max(0, length(Spec) - Unwritten),
+                            {A, Model} = write(Root, Spec, InFiles),
                             ?F:close(A),
+                            Pending = lists:nthtail(max(0, InFiles - Overlap), Model),
                             lists:all(
                               fun({F, Dir, Limit, Before}) ->
                                       Sel = [M || M <- Model, selects(F, M)],
@@ -87,8 +99,8 @@ queries_match_the_model_test_() ->
                                                  forward -> lists:sublist(Sel, Limit);
                                                  backward -> lists:nthtail(max(0, length(Sel) - Limit), Sel)
                                              end,
-                                      Got = ?F:query(Root, ?U, ?S, F, Dir, Limit),
-                                      Count = ?F:count(Root, ?U, ?S, F, Before),
+                                      Got = ?F:query(Root, ?U, ?S, F, {Dir, Limit}, Pending),
+                                      Count = ?F:count(Root, ?U, ?S, {F, Before}, Pending),
                                       WantCount = {length(Sel),
                                                    length([I || #mam_msg{id = I} <- Sel, I < Before])},
                                       (Got =:= Want andalso Count =:= WantCount) orelse
@@ -115,7 +127,7 @@ cut_keeps_the_newest_test_() ->
                                    end,
                             {Gone, A1} = ?F:keep_from(Root, A, Before, Max),
                             A1 =:= deleted orelse ?F:close(A1),
-                            Got = ?F:query(Root, ?U, ?S, #mam_filter{}, forward, 100000),
+                            Got = ?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100000}, []),
                             Gone =:= length(Model) - length(Kept) andalso Got =:= Kept andalso
                                 (Kept =/= [] orelse A1 =:= deleted orelse Model =:= [])
                     end)), 60).
@@ -141,8 +153,8 @@ log_applied_twice_changes_nothing_test() ->
               {13, Open2} = ?F:replay_wal(Log, {Root, #{}}),
               ?F:close_all(Open2),
               ?assertEqual(lists:seq(4, 10),
-                           ids(?F:query(Root, ?U, ?S, #mam_filter{}, forward, 100))),
-              ?assertEqual([], ?F:query(Root, <<"carol">>, ?S, #mam_filter{}, forward, 100)),
+                           ids(?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100}, []))),
+              ?assertEqual([], ?F:query(Root, <<"carol">>, ?S, #mam_filter{}, {forward, 100}, [])),
               ?assertEqual([?U], ?F:users(Root, ?S))
       end).
 

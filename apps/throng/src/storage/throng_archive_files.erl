@@ -1,6 +1,7 @@
 %% @doc The message archive of the embedded backend (XEP-0313), kept on disk
 %% instead of in RAM: one pair of files per archive (a user's, or a room's),
-%% written by {@link throng_archive_writer}, read by any process.
+%% logged by {@link throng_archive_writer}, written by {@link
+%% throng_archive_applier}, read by any process.
 %%
 %% Under DATA_DIR/archive, an archive of U at S lives in
 %% `S/HH/HASH.dat' and `S/HH/HASH.idx' (S the domain as it is when it is
@@ -20,9 +21,11 @@
 %% an archive stays in memory between two queries.
 %%
 %% An entry is written after its record, so a reader that sees an entry
-%% finds its record. When {@link keep_from/3} rewrites an archive (the
+%% finds its record. When {@link keep_from/4} rewrites an archive (the
 %% retention sweep), a reader that opened the old index and the new records
 %% finds a record whose id is not its entry's: it reads again (`stale').
+%% A query also takes the messages still pending in the writers' table
+%% (passed in), those above the files' last id.
 %%
 %% The files are not fsynced one by one: the writer's log (the WAL,
 %% {@link wal_append/2}) is, and a start replays it ({@link recover/1}), so
@@ -34,10 +37,12 @@
 
 -export([root/0, open/3, close/1, next_id/2, append/4, delete/3, keep_from/4, last_id/1,
          query/6, count/5, users/2, record/3, selects/2]).
+-export([floor/1, set_floor/3]).
 %% replay_wal/2: recover/1's step, also for the tests.
--ignore_xref([{replay_wal, 2}]).
+%% next_id/2: the tests' (the writers give ids of their own).
+-ignore_xref([{replay_wal, 2}, {next_id, 2}]).
 -export([wal_dir/1, wal_files/1, wal_record/3, wal_append/2, wal_sync/1, replay_wal/2,
-         recover/1, syncfs/1, restore/6, close_all/1]).
+         recover/1, syncfs/1, restore/6, close_all/1, wal_max_id/1]).
 
 -record(arch, {dat :: file:fd(),
                idx :: file:fd(),
@@ -298,33 +303,63 @@ users(Root, S) ->
 %%% Reading (any process)
 
 %% @doc The messages of U's archive that the filter selects, in ascending
-%% order: the first Limit (forward) or the last Limit (backward).
--spec query(file:filename(), binary(), binary(), #mam_filter{}, forward | backward,
-            non_neg_integer()) -> [#mam_msg{}].
-query(Root, U, S, F, Dir, Limit) ->
-    read_view(Root, U, S, fun(V) -> query_view(V, F, Dir, Limit) end, [], ?RETRIES).
+%% order: the first Limit (forward) or the last Limit (backward). Pending:
+%% the messages stored but perhaps not in the files yet (the writers'
+%% table, read before the files: one that reached the files in between is
+%% read there, and taken once).
+-spec query(file:filename(), binary(), binary(), #mam_filter{}, {forward | backward,
+            non_neg_integer()}, [#mam_msg{}]) -> [#mam_msg{}].
+query(Root, U, S, F, {Dir, Limit}, Pending) ->
+    read_view(Root, U, S,
+              fun(V) ->
+                      PM = pending_matches(V, F, Pending),
+                      case Dir of
+                          forward ->
+                              lists:sublist(query_view(V, F, forward, Limit) ++ PM, Limit);
+                          backward when length(PM) >= Limit ->
+                              lists:nthtail(length(PM) - Limit, PM);
+                          backward ->
+                              query_view(V, F, backward, Limit - length(PM)) ++ PM
+                      end
+              end, ?RETRIES).
 
 %% @doc How many messages the filter selects, and how many of them have an
-%% id below Before.
--spec count(file:filename(), binary(), binary(), #mam_filter{}, non_neg_integer()) ->
-    {non_neg_integer(), non_neg_integer()}.
-count(Root, U, S, F, Before) ->
-    read_view(Root, U, S, fun(V) -> count_view(V, F, Before) end, {0, 0}, ?RETRIES).
+%% id below Before; Pending as for {@link query/6}.
+-spec count(file:filename(), binary(), binary(), {#mam_filter{}, non_neg_integer()},
+            [#mam_msg{}]) -> {non_neg_integer(), non_neg_integer()}.
+count(Root, U, S, {F, Before}, Pending) ->
+    read_view(Root, U, S,
+              fun(V) ->
+                      PM = [Id || #mam_msg{id = Id} <- pending_matches(V, F, Pending)],
+                      {C, B} = count_view(V, F, Before),
+                      {C + length(PM), B + length([Id || Id <- PM, Id < Before])}
+              end, ?RETRIES).
 
-read_view(Root, U, S, Fun, Empty, Tries) ->
+%% The pending messages the files do not have yet (ids above the files'
+%% last: an archive is appended to in the order of its ids).
+pending_matches(V, #mam_filter{ids = Ids} = F, Pending) ->
+    Last = file_last(V),
+    [M || #mam_msg{id = Id} = M <- Pending, Id > Last, selects(F, M),
+          Ids =:= any orelse lists:member(Id, Ids)].
+
+file_last(none) -> 0;
+file_last({_, _, 0, _}) -> 0;
+file_last(V) -> element(1, entry(V, element(3, V) - 1)).
+
+read_view(Root, U, S, Fun, Tries) ->
     Base = base(Root, U, S),
-    case read_once(Base, Fun, Empty) of
+    case read_once(Base, Fun) of
         {ok, Result} -> Result;
-        stale when Tries > 1 -> read_view(Root, U, S, Fun, Empty, Tries - 1);
+        stale when Tries > 1 -> read_view(Root, U, S, Fun, Tries - 1);
         stale -> throw({archive, {rewritten_while_read, Base}})
     end.
 
 %% The index is opened first: an archive deleted in between has no
-%% records, and the next try finds no index.
-read_once(Base, Fun, Empty) ->
+%% records, and the next try finds no index (the view `none').
+read_once(Base, Fun) ->
     case file:open(Base ++ ".idx", [raw, binary, read]) of
         {error, enoent} ->
-            {ok, Empty};
+            {ok, Fun(none)};
         {error, E} ->
             throw({archive, {open, Base, E}});
         {ok, Idx} ->
@@ -347,6 +382,10 @@ read_once(Base, Fun, Empty) ->
             end
     end.
 
+query_view(none, _F, _Dir, _Limit) ->
+    [];
+query_view(_V, _F, _Dir, 0) ->
+    [];
 query_view(V, #mam_filter{ids = any, with = any, min = Min, max = Max}, Dir, Limit) ->
     {Lo, Hi} = range(V, Min, Max),
     {From, To} = case Dir of
@@ -367,6 +406,8 @@ query_view(V, #mam_filter{ids = Ids} = F, Dir, Limit) ->
         backward -> lists:nthtail(max(0, length(Found) - Limit), Found)
     end.
 
+count_view(none, _F, _Before) ->
+    {0, 0};
 count_view(V, #mam_filter{ids = any, with = any, min = Min, max = Max}, Before) ->
     {Lo, Hi} = range(V, Min, Max),
     {Hi - Lo, max(Lo, min(Hi, lower_bound(V, Before))) - Lo};
@@ -572,6 +613,24 @@ replay(_Cut, _Root, Open, N, Path, Pos) ->
     logger:warning(#{what => archive_log_cut_short, file => Path, offset => Pos}),
     {N, Open}.
 
+%% @doc The largest id of the stores a log file holds (whole records only).
+-spec wal_max_id(file:filename()) -> non_neg_integer().
+wal_max_id(Path) ->
+    {ok, Bin} = file:read_file(Path),
+    wal_max_id(Bin, 0).
+
+wal_max_id(<<Len:32, Crc:32, Body:Len/binary, Rest/binary>>, Max) ->
+    case {erlang:crc32(Body), Body} of
+        {Crc, <<?WAL_STORE, UL:16, _:UL/binary, SL:16, _:SL/binary, Id:64, _/binary>>} ->
+            wal_max_id(Rest, max(Max, Id));
+        {Crc, _} ->
+            wal_max_id(Rest, Max);
+        _ ->
+            Max
+    end;
+wal_max_id(_, Max) ->
+    Max.
+
 %% At most 256 archives open while replaying.
 bounded(Open) when map_size(Open) >= 256 ->
     close_all(Open),
@@ -633,13 +692,14 @@ close_cached(US, Open) ->
 
 %% @doc At a start, before the writers run: every log is applied to the
 %% archives, the file system is synced, and the logs are deleted. Returns
-%% the records applied.
--spec recover(file:filename()) -> non_neg_integer().
+%% the records applied and the largest id the logs held.
+-spec recover(file:filename()) -> {non_neg_integer(), non_neg_integer()}.
 recover(Root) ->
     case wal_files(Root) of
         [] ->
-            0;
+            {0, 0};
         Files ->
+            Max = lists:max([wal_max_id(Path) || {_, _, Path} <- Files]),
             {N, Open} = lists:foldl(fun({_, _, Path}, {N0, Open0}) ->
                                             {N1, Open1} = replay_wal(Path, {Root, Open0}),
                                             {N0 + N1, Open1}
@@ -653,8 +713,24 @@ recover(Root) ->
                     logger:error(#{what => archive_sync_failed, dir => Root, reason => Why})
             end,
             logger:notice(#{what => archive_log_replayed, files => length(Files), records => N}),
-            N
+            {N, Max}
     end.
+
+%% @doc The largest id ever given (as the `.floor' files of the log
+%% directory keep it): new ids are above it, whatever the clock says.
+-spec floor(file:filename()) -> non_neg_integer().
+floor(Root) ->
+    lists:max([0 | [case file:read_file(P) of
+                        {ok, <<Id:64>>} -> Id;
+                        _ -> 0
+                    end || P <- filelib:wildcard(filename:join(wal_dir(Root), "*.floor"))]]).
+
+%% @doc Keeps Id as a floor under Name (a writer's shard, or the start's).
+-spec set_floor(file:filename(), string(), non_neg_integer()) -> ok.
+set_floor(Root, Name, Id) ->
+    Path = filename:join(wal_dir(Root), Name ++ ".floor"),
+    done(filelib:ensure_dir(Path), {mkdir, Path}),
+    write_new(Path, <<Id:64>>).
 
 %% @doc Puts every written page of the file system that holds Dir on disk
 %% (syncfs(2), through coreutils' `sync -f'): one call for all the

@@ -1,77 +1,78 @@
 %% @doc One of the ?SHARDS writers of the on-disk message archive
 %% ({@link throng_archive_files}): the archives whose user hashes to this
-%% shard are written by this process only, so that their ids increase and
-%% their files are appended to in order.
+%% shard get their ids and their log records from this process only.
 %%
-%% A message stored is written three times, none of them waited on the
-%% disk for: to this writer's log (the WAL), to the archive's records and
-%% to its index. When the call returns, every query sees the message and
-%% the operating system holds it: a `kill -9' of the node loses nothing.
-%% The log is fsynced ?SYNC_MS ms after the first write that follows a
-%% sync (one fdatasync for every message of that moment, of every
-%% archive); while it syncs, this writer's callers wait, so what a crash
-%% of the machine can lose is bounded by what came in during one sync.
-%% Deleting or cutting an archive syncs its log record before it touches
-%% the files, so that a replay after a crash repeats it after the stores
-%% it follows.
+%% A message stored costs one write, to this writer's log (the WAL), and a
+%% row in the shard's table of pending messages (an ETS table the
+%% supervisor owns); its shard's {@link throng_archive_applier} appends the
+%% pending messages to their archives' files ?APPLY_MS later, many of an
+%% archive at a time (opening an archive's two files costs ~140 us of CPU
+%% here, an append a few), and then drops them from the table. Queries read
+%% the table and then the files ({@link pending/2}). When the call returns,
+%% every query sees the message and the log's write is in the operating
+%% system's hands: a `kill -9' of the node loses nothing (the next start
+%% replays the log). The log is fsynced ?SYNC_MS ms after the first write
+%% that follows a sync, once for every message of that moment; while it
+%% syncs this writer's callers wait, so what a crash of the machine can
+%% lose is what came in during one sync. Past ?MAX_PENDING pending
+%% messages a store waits until the applier has caught up.
 %%
-%% The archives' own files are not fsynced one by one (an fdatasync is
-%% ~0.15 ms on this machine's disk, per file): at a checkpoint — the log
-%% past ?WAL_MAX bytes or ?CHECKPOINT_MS old — the writer starts a new log
-%% file, and a helper process syncs the whole file system once
-%% (`syncfs(2)'), then deletes the older log files. A start first replays
-%% whatever logs are left ({@link throng_archive_files:recover/1}).
+%% Ids increase in the whole shard (the asked id, or one above the last
+%% given), so they increase in each archive; the largest given is kept in
+%% a `.floor' file at each checkpoint, so that a clock set back does not
+%% give an id twice.
 %%
-%% At most ?MAX_OPEN archives are kept open per writer (two file
-%% descriptors each), the least recently written closed first.
+%% Deleting or cutting an archive syncs its log record before the applier
+%% touches the files, so that a replay after a crash repeats it after the
+%% stores it follows. At a checkpoint — the log past ?WAL_MAX bytes or
+%% ?CHECKPOINT_MS old — the writer starts a new log file, and the applier
+%% applies what is pending, syncs the file system once (`syncfs(2)') and
+%% deletes the older log files.
 -module(throng_archive_writer).
 -behaviour(gen_server).
 
 -include("throng.hrl").
 
--export([child_specs/1, start_link/2, store/3, delete/2, keep/4, shards/0]).
-%% start_link/2: the supervisor's; shards/0: for the tests.
--ignore_xref([{start_link, 2}, {shards, 0}]).
+-export([start_link/2, store/3, delete/2, keep/4, pending/2, catch_up/0, shards/0, table/1]).
+%% start_link/2: the supervisor's.
+-ignore_xref([{start_link, 2}]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SHARDS, 8).
 -define(SYNC_MS, 20).
--define(MAX_OPEN, 24).
+-define(MAX_PENDING, 50000).
 -define(WAL_MAX, 64 * 1024 * 1024).
 -define(CHECKPOINT_MS, 60000).
 -define(CALL_TIMEOUT, 60000).
 
 -record(st, {shard :: non_neg_integer(),
              root :: file:filename(),
+             table :: atom(),
              wal :: file:fd(),
              seq :: non_neg_integer(),
+             last :: non_neg_integer(),
              wal_bytes = 0 :: non_neg_integer(),
              wal_began :: integer(),
              sync_timer = none :: none | reference(),
-             checkpoint = none :: none | {pid(), reference()},
-             open = #{} :: #{{binary(), binary()} => {throng_archive_files:arch(), integer()}},
-             tick = 0 :: integer()}).
+             checkpointing = false :: boolean()}).
 
 %%% API
-
-%% @doc The writers, as children of the storage's supervisor.
--spec child_specs(file:filename()) -> [supervisor:child_spec()].
-child_specs(Root) ->
-    [#{id => {?MODULE, I}, start => {?MODULE, start_link, [I, Root]}, shutdown => 10000}
-     || I <- lists:seq(0, ?SHARDS - 1)].
-
-%% @doc How many writers there are: a user's archive is written by the one
-%% `erlang:phash2({U, S}, shards())' names.
--spec shards() -> pos_integer().
-shards() ->
-    ?SHARDS.
 
 -spec start_link(non_neg_integer(), file:filename()) -> {ok, pid()} | {error, term()}.
 start_link(Shard, Root) ->
     gen_server:start_link({local, name(Shard)}, ?MODULE, {Shard, Root}, []).
 
-%% @doc Stores a message in U's archive; returns the id it got (its own,
-%% or the next after the archive's last). `{error, Why}' when a file
+%% @doc How many shards there are.
+-spec shards() -> pos_integer().
+shards() ->
+    ?SHARDS.
+
+%% The shard of an archive.
+shard(US) ->
+    erlang:phash2(US, ?SHARDS).
+
+%% @doc Stores a message in U's archive; returns the id it got (the asked
+%% one, or one above every id the shard gave). `{error, Why}' when the log
 %% could not be written.
 -spec store(binary(), binary(), #mam_msg{}) -> {ok, non_neg_integer()} | {error, term()}.
 store(U, S, Msg) ->
@@ -89,9 +90,21 @@ delete(U, S) ->
 keep(U, S, Before, Max) ->
     call({U, S}, {keep, U, S, Before, Max}).
 
+%% @doc The messages of U's archive that may not be in its files yet, in
+%% the order of their ids.
+-spec pending(binary(), binary()) -> [#mam_msg{}].
+pending(U, S) ->
+    US = {U, S},
+    [#mam_msg{id = Id, peer = Peer, packet = Packet}
+     || {{_, Id}, Peer, Packet} <- ets:select(table(shard(US)), [{{{US, '_'}, '_', '_'}, [], ['$_']}])].
+
+%% @doc Every shard's pending messages applied to the files.
+-spec catch_up() -> ok.
+catch_up() ->
+    lists:foreach(fun throng_archive_applier:catch_up/1, lists:seq(0, ?SHARDS - 1)).
+
 call(US, Req) ->
-    Name = name(erlang:phash2(US, ?SHARDS)),
-    try gen_server:call(Name, Req, ?CALL_TIMEOUT)
+    try gen_server:call(name(shard(US)), Req, ?CALL_TIMEOUT)
     catch exit:{Why, _} -> {error, {archive_writer, Why}}
     end.
 
@@ -104,90 +117,93 @@ name(5) -> throng_archive_writer_5;
 name(6) -> throng_archive_writer_6;
 name(7) -> throng_archive_writer_7.
 
+%% @doc The shard's table of pending messages: `{{US, Id}, Peer, Packet}'.
+-spec table(non_neg_integer()) -> atom().
+table(0) -> throng_archive_pending_0;
+table(1) -> throng_archive_pending_1;
+table(2) -> throng_archive_pending_2;
+table(3) -> throng_archive_pending_3;
+table(4) -> throng_archive_pending_4;
+table(5) -> throng_archive_pending_5;
+table(6) -> throng_archive_pending_6;
+table(7) -> throng_archive_pending_7.
+
 %%% gen_server
 
 -spec init({non_neg_integer(), file:filename()}) -> {ok, #st{}} | {stop, term()}.
 init({Shard, Root}) ->
     process_flag(trap_exit, true),
-    %% Logs of this shard that a checkpoint had not deleted when the
-    %% node stopped were applied by the start (recover/1), or are being
-    %% written by an earlier incarnation of this process that crashed:
-    %% either way a new file follows them.
-    Seq = lists:max([0 | [Q || {Sh, Q, _} <- throng_archive_files:wal_files(Root), Sh =:= Shard]]) + 1,
+    %% Log files of this shard that exist now were written by an earlier
+    %% incarnation of this process in this run (a start applies and
+    %% deletes the others): a new file follows them, and ids go on above
+    %% theirs.
+    Mine = [{Q, Path} || {Sh, Q, Path} <- throng_archive_files:wal_files(Root), Sh =:= Shard],
+    Seq = lists:max([0 | [Q || {Q, _} <- Mine]]) + 1,
+    Last = lists:max([throng_archive_files:floor(Root) |
+                      [throng_archive_files:wal_max_id(P) || {_, P} <- Mine]]),
     case open_wal(Root, Shard, Seq) of
         {ok, Wal} ->
-            {ok, #st{shard = Shard, root = Root, wal = Wal, seq = Seq, wal_began = now_ms()}};
+            {ok, #st{shard = Shard, root = Root, table = table(Shard), wal = Wal, seq = Seq,
+                     last = Last, wal_began = now_ms()}};
         {error, Why} ->
             {stop, {archive_log, Why}}
     end.
 
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call({store, U, S, #mam_msg{id = Id0, peer = {Bare, _} = Peer, packet = Packet}}, _From, St0) ->
+handle_call({store, U, S, #mam_msg{id = Id0, peer = Peer, packet = Packet}}, _From,
+            #st{last = Last, table = Table} = St) ->
     US = {U, S},
-    guarded(US, St0, fun(St) ->
-                             {A, St1} = archive(US, St),
-                             Id = throng_archive_files:next_id(A, Id0),
-                             Rec = throng_archive_files:record(Id, Peer, Packet),
-                             St2 = log(US, store, Rec, St1),
-                             A1 = throng_archive_files:append(A, Id, Bare, Rec),
-                             {{ok, Id}, put_archive(US, A1, St2)}
-                     end);
-handle_call({delete, U, S}, _From, St0) ->
+    Id = max(Id0, Last + 1),
+    guarded(fun() ->
+                    St1 = log(US, store, throng_archive_files:record(Id, Peer, Packet), St),
+                    true = ets:insert(Table, {{US, Id}, Peer, Packet}),
+                    ets:info(Table, size) > ?MAX_PENDING andalso
+                        throng_archive_applier:catch_up(St#st.shard),
+                    {{ok, Id}, St1#st{last = Id}}
+            end, St);
+handle_call({delete, U, S}, _From, #st{table = Table} = St) ->
     US = {U, S},
-    guarded(US, St0, fun(St) ->
-                             St1 = log_now(US, delete, St),
-                             St2 = forget(US, St1),
-                             ok = throng_archive_files:delete(St2#st.root, U, S),
-                             {ok, St2}
-                     end);
-handle_call({keep, U, S, Before, Max}, _From, St0) ->
+    guarded(fun() ->
+                    St1 = log_now(US, delete, St),
+                    _ = ets:select_delete(Table, [{{{US, '_'}, '_', '_'}, [], [true]}]),
+                    {throng_archive_applier:delete(St#st.shard, U, S), St1}
+            end, St);
+handle_call({keep, U, S, Before, Max}, _From, St) ->
     US = {U, S},
-    guarded(US, St0, fun(St) ->
-                             {A, St1} = archive(US, St),
-                             case throng_archive_files:last_id(A) of
-                                 0 ->
-                                     {{ok, 0}, St1};
-                                 _ ->
-                                     St2 = log_now(US, {keep, Before, Max}, St1),
-                                     case throng_archive_files:keep_from(St2#st.root, A, Before, Max) of
-                                         {Gone, deleted} ->
-                                             {{ok, Gone}, St2#st{open = maps:remove(US, St2#st.open)}};
-                                         {Gone, A1} ->
-                                             {{ok, Gone}, put_archive(US, A1, St2)}
-                                     end
-                             end
-                     end).
+    guarded(fun() ->
+                    St1 = log_now(US, {keep, Before, Max}, St),
+                    {throng_archive_applier:keep(St#st.shard, U, S, Before, Max), St1}
+            end, St).
 
-%% A file error answers {error, Why}; the archive is closed, so that the
-%% next request opens it again and cuts what the failure left half written.
-guarded(US, St, Fun) ->
-    try Fun(St) of
+guarded(Fun, St) ->
+    try Fun() of
         {Reply, St1} -> {reply, Reply, St1}
     catch
         throw:{archive, Why} ->
-            logger:error(#{what => archive_write_failed, reason => Why}),
-            {reply, {error, Why}, forget(US, St)}
+            logger:error(#{what => archive_write_failed, shard => St#st.shard, reason => Why}),
+            {reply, {error, Why}, St}
     end.
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(checkpointed, St) ->
+    {noreply, St#st{checkpointing = false}};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 handle_info(sync, St) ->
     {noreply, maybe_checkpoint(sync_wal(St#st{sync_timer = none}))};
-handle_info({'DOWN', Ref, process, _, Result}, #st{checkpoint = {_, Ref}} = St) ->
-    Result =:= normal orelse
-        logger:error(#{what => archive_checkpoint_failed, shard => St#st.shard, reason => Result}),
-    {noreply, St#st{checkpoint = none}};
 handle_info(_Msg, St) ->
     {noreply, St}.
 
+%% The log synced, and the largest id given kept.
 -spec terminate(term(), #st{}) -> ok.
-terminate(_Reason, #st{wal = Wal, open = Open}) ->
+terminate(_Reason, #st{wal = Wal, root = Root, shard = Shard, last = Last}) ->
     _ = throng_archive_files:wal_sync(Wal),
     _ = file:close(Wal),
-    maps:foreach(fun(_, {A, _}) -> throng_archive_files:close(A) end, Open).
+    try throng_archive_files:set_floor(Root, integer_to_list(Shard), Last)
+    catch throw:{archive, Why} -> logger:error(#{what => archive_floor_not_kept, reason => Why})
+    end.
 
 %%% The log
 
@@ -230,11 +246,11 @@ sync_wal(#st{wal = Wal} = St) ->
             St#st{sync_timer = erlang:send_after(?SYNC_MS, self(), sync)}
     end.
 
-%% A new log file; the old ones are deleted once the file system is
-%% synced, which puts every archive write they cover on disk.
-maybe_checkpoint(#st{checkpoint = none, wal_bytes = Bytes, wal_began = Began, sync_timer = none,
-                     root = Root, shard = Shard, seq = Seq} = St)
-  when Bytes > ?WAL_MAX; Bytes > 0 ->
+%% A new log file; the applier deletes the old ones once what they hold is
+%% in the archives' files and the file system is synced.
+maybe_checkpoint(#st{checkpointing = false, wal_bytes = Bytes, wal_began = Began,
+                     sync_timer = none, root = Root, shard = Shard, seq = Seq} = St)
+  when Bytes > 0 ->
     case Bytes > ?WAL_MAX orelse now_ms() - Began > ?CHECKPOINT_MS of
         false ->
             St;
@@ -244,9 +260,9 @@ maybe_checkpoint(#st{checkpoint = none, wal_bytes = Bytes, wal_began = Began, sy
                     _ = file:close(St#st.wal),
                     Old = [Path || {Sh, Q, Path} <- throng_archive_files:wal_files(Root),
                                    Sh =:= Shard, Q =< Seq],
-                    Helper = spawn_monitor(fun() -> checkpoint(Root, Old) end),
+                    throng_archive_applier:checkpoint(Shard, Old, St#st.last),
                     St#st{wal = Wal, seq = Seq + 1, wal_bytes = 0, wal_began = now_ms(),
-                          checkpoint = Helper};
+                          checkpointing = true};
                 {error, E} ->
                     logger:error(#{what => archive_log_open_failed, shard => Shard, reason => E}),
                     St
@@ -254,47 +270,6 @@ maybe_checkpoint(#st{checkpoint = none, wal_bytes = Bytes, wal_began = Began, sy
     end;
 maybe_checkpoint(St) ->
     St.
-
-checkpoint(Root, Old) ->
-    case throng_archive_files:syncfs(Root) of
-        ok -> lists:foreach(fun(Path) -> ok = file:delete(Path) end, Old);
-        {error, Why} -> exit({syncfs, Why})
-    end.
-
-%%% Open archives
-
-archive(US, #st{open = Open, root = Root, tick = Tick} = St) ->
-    case Open of
-        #{US := {A, _}} ->
-            {A, St#st{tick = Tick + 1}};
-        _ ->
-            St1 = make_room(St),
-            {U, S} = US,
-            {throng_archive_files:open(Root, U, S), St1#st{tick = Tick + 1}}
-    end.
-
-put_archive(US, A, #st{open = Open, tick = Tick} = St) ->
-    St#st{open = Open#{US => {A, Tick}}}.
-
-forget(US, #st{open = Open} = St) ->
-    case maps:take(US, Open) of
-        {{A, _}, Rest} ->
-            throng_archive_files:close(A),
-            St#st{open = Rest};
-        error ->
-            St
-    end.
-
-make_room(#st{open = Open} = St) when map_size(Open) < ?MAX_OPEN ->
-    St;
-make_room(#st{open = Open} = St) ->
-    {Oldest, _} = maps:fold(fun(US, {_, T}, {_, Min} = Acc) ->
-                                    case T < Min of
-                                        true -> {US, T};
-                                        false -> Acc
-                                    end
-                            end, {none, infinity}, Open),
-    forget(Oldest, St).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

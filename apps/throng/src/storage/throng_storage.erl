@@ -164,15 +164,16 @@
 %% A cluster member came (back): a backend that lost it reconnects.
 -callback node_up(node()) -> ok.
 %% The message archive (XEP-0313). mam_store keeps a message in the user's
-%% archive under its id or, when another message has that id (two nodes
-%% archiving in the same microsecond, or an id of an earlier run after the
-%% clock went back), the next free one after it, and returns the id it
-%% used. It runs for every message archived, so it may return before the
-%% write is on disk, once every later read sees it, if the write becomes
-%% durable within a few tens of milliseconds without another call (the
-%% only write of this behaviour allowed to: Mnesia alone on its node
-%% commits it in a group 20 ms later; PostgreSQL returns after the
-%% commit). mam_query returns the
+%% archive under its id or, when the backend cannot use that id, a later
+%% one (another message has it: two nodes archiving in the same
+%% microsecond, or an id of an earlier run after the clock went back; or,
+%% in a store that only appends, the id is not above every id it gave),
+%% and returns the id it used. It runs for every message archived, so it
+%% may return before the write is on disk, once every later read sees it,
+%% if the write becomes durable within a few tens of milliseconds without
+%% another call (the only write of this behaviour allowed to: Mnesia alone
+%% on its node logs it to its archive files' log, fsynced 20 ms later;
+%% PostgreSQL returns after the commit). mam_query returns the
 %% messages the filter selects, in ascending order of id: the first Limit
 %% of them (forward) or the last Limit (backward); it reads no more of the
 %% archive than it needs to. mam_count counts what the filter selects and,

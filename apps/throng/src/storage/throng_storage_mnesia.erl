@@ -66,7 +66,7 @@
 child_specs() ->
     [#{id => throng_mnesia_sync, start => {throng_mnesia_sync, start_link, []}} |
      case archive() of
-         {files, Root} -> throng_archive_writer:child_specs(Root);
+         {files, Root} -> [throng_archive_sup:child_spec(Root)];
          table -> []
      end].
 
@@ -798,8 +798,11 @@ archive() ->
 init_archive([]) ->
     Root = throng_archive_files:root(),
     try
-        _ = throng_archive_files:recover(Root),
-        migrate_archive(Root)
+        {_, LogMax} = throng_archive_files:recover(Root),
+        Migrated = migrate_archive(Root),
+        %% Ids go on above every id given before, whatever the clock says.
+        Floor = lists:max([throng_archive_files:floor(Root), LogMax, Migrated]),
+        throng_archive_files:set_floor(Root, "start", Floor)
     catch
         throw:{archive, Why} -> fail("cannot recover the message archive in ~ts: ~0tp", [Root, Why])
     end,
@@ -811,25 +814,27 @@ init_archive(_Shared) ->
 %% files (a row whose id a file already has is skipped: a migration cut
 %% short starts again); the table is emptied once the file system holds
 %% the files.
+%% Returns the largest id it moved.
 migrate_archive(Root) ->
     case mnesia:table_info(throng_mam, size) of
         0 ->
-            ok;
+            0;
         Size ->
             logger:notice(#{what => archive_migration_started, messages => Size, dir => Root}),
-            Open = migrate(mnesia:dirty_first(throng_mam), Root, #{}, 0),
+            {Open, Max} = migrate(mnesia:dirty_first(throng_mam), Root, {#{}, 0}, 0),
             throng_archive_files:close_all(Open),
             case throng_archive_files:syncfs(Root) of
                 ok -> ok;
                 {error, Why} -> fail("cannot sync the migrated message archive: ~0tp", [Why])
             end,
             {atomic, ok} = mnesia:clear_table(throng_mam),
-            logger:notice(#{what => archive_migration_done, messages => Size})
+            logger:notice(#{what => archive_migration_done, messages => Size}),
+            Max
     end.
 
-migrate('$end_of_table', _Root, Open, _N) ->
-    Open;
-migrate({US, Id} = Key, Root, Open, N) ->
+migrate('$end_of_table', _Root, Acc, _N) ->
+    Acc;
+migrate({US, Id} = Key, Root, {Open, Max}, N) ->
     N > 0 andalso N rem 100000 =:= 0 andalso
         logger:notice(#{what => archive_migration_progress, messages => N}),
     Open1 = case mnesia:dirty_read(throng_mam, Key) of
@@ -838,7 +843,7 @@ migrate({US, Id} = Key, Root, Open, N) ->
                 [] ->
                     Open
             end,
-    migrate(mnesia:dirty_next(throng_mam, Key), Root, Open1, N + 1).
+    migrate(mnesia:dirty_next(throng_mam, Key), Root, {Open1, max(Max, Id)}, N + 1).
 
 %% Without a peer filter, a range is walked key by key from the end the
 %% query reads from (one ordered_set step each, O(log n)): a page reads its
@@ -850,7 +855,11 @@ migrate({US, Id} = Key, Root, Open, N) ->
                 non_neg_integer()) -> [#mam_msg{}].
 mam_query(U, S, F, Direction, Limit) ->
     case archive() of
-        {files, Root} -> files(fun() -> throng_archive_files:query(Root, U, S, F, Direction, Limit) end);
+        {files, Root} ->
+            %% The pending messages first, then the files.
+            files(fun() -> throng_archive_files:query(Root, U, S, F, {Direction, Limit},
+                                                      throng_archive_writer:pending(U, S))
+                  end);
         table -> table_query(U, S, F, Direction, Limit)
     end.
 
@@ -924,7 +933,10 @@ range_ids(US, #mam_filter{min = Min, max = Max, with = With}) ->
     {non_neg_integer(), non_neg_integer()}.
 mam_count(U, S, F, Before) ->
     case archive() of
-        {files, Root} -> files(fun() -> throng_archive_files:count(Root, U, S, F, Before) end);
+        {files, Root} ->
+            files(fun() -> throng_archive_files:count(Root, U, S, {F, Before},
+                                                      throng_archive_writer:pending(U, S))
+                  end);
         table -> table_count(U, S, F, Before)
     end.
 
@@ -968,6 +980,8 @@ delete_mam(US, Ids) ->
 mam_expire(S, Before, MaxPerUser) ->
     case archive() of
         {files, Root} ->
+            %% Archives that have only pending messages have no files yet.
+            throng_archive_writer:catch_up(),
             lists:foldl(fun(U, N) ->
                                 case throng_archive_writer:keep(U, S, Before, MaxPerUser) of
                                     {ok, Gone} -> N + Gone;
