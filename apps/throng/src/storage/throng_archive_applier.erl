@@ -16,8 +16,8 @@
 -ignore_xref([{start_link, 2}]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--define(APPLY_MS, 500).
--define(MAX_OPEN, 24).
+-define(APPLY_MS, 1000).
+-define(MAX_OPEN, 32).
 -define(CALL_TIMEOUT, 60000).
 
 -record(st, {shard :: non_neg_integer(),
@@ -120,6 +120,7 @@ handle_cast(_Msg, St) ->
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 handle_info(apply, St) ->
     St1 = apply_pending(St),
+    gen_server:cast(St#st.writer, applied),
     _ = erlang:send_after(?APPLY_MS, self(), apply),
     {noreply, St1};
 handle_info(_Msg, St) ->
@@ -145,7 +146,7 @@ apply_from({US, _} = Key, #st{table = Table} = St) ->
     {Rows, Next} = run(Table, US, Key, []),
     St1 = try
               {A, St0} = archive(US, St),
-              A1 = lists:foldl(fun(Row, Acc) -> append(Row, Acc) end, A, Rows),
+              A1 = throng_archive_files:append_many(A, records(Rows, throng_archive_files:last_id(A))),
               lists:foreach(fun({K, _, _}) -> ets:delete(Table, K) end, Rows),
               put_archive(US, A1, St0)
           catch
@@ -163,17 +164,16 @@ run(Table, US, {US, _} = Key, Acc) ->
 run(_Table, _US, Next, Acc) ->
     {lists:reverse(Acc), Next}.
 
-append({{US, Id}, {Bare, _} = Peer, Packet}, A) ->
-    case Id > throng_archive_files:last_id(A) of
-        true ->
-            throng_archive_files:append(A, Id, Bare, throng_archive_files:record(Id, Peer, Packet));
-        false ->
-            %% Only if ids were given twice (a clock set back and the
-            %% floor lost): the archive keeps its first message of that id.
-            logger:error(#{what => archive_id_not_above_last, archive => US, id => Id,
-                           last => throng_archive_files:last_id(A)}),
-            A
-    end.
+%% The rows' records, those with an id above the archive's last.
+records([], _Last) ->
+    [];
+records([{{_US, Id}, {Bare, _} = Peer, Packet} | Rows], Last) when Id > Last ->
+    [{Id, Bare, throng_archive_files:record(Id, Peer, Packet)} | records(Rows, Id)];
+records([{{US, Id}, _, _} | Rows], Last) ->
+    %% Only if ids were given twice (a clock set back and the floor lost):
+    %% the archive keeps its first message of that id.
+    logger:error(#{what => archive_id_not_above_last, archive => US, id => Id, last => Last}),
+    records(Rows, Last).
 
 %%% Open archives
 

@@ -35,7 +35,7 @@
 
 -include("throng.hrl").
 
--export([root/0, open/3, close/1, next_id/2, append/4, delete/3, keep_from/4, last_id/1,
+-export([root/0, open/3, close/1, next_id/2, append/4, append_many/2, delete/3, keep_from/4, last_id/1,
          query/6, count/5, users/2, record/3, selects/2]).
 -export([floor/1, set_floor/3]).
 %% replay_wal/2: recover/1's step, also for the tests.
@@ -208,6 +208,27 @@ append(#arch{dat = Dat, idx = Idx, base = Base, dat_end = End, n = N} = A, Id, B
     Entry = <<Id:64, End:40, (byte_size(Rec)):24, (peer_hash(Bare)):32>>,
     done(file:pwrite(Idx, ?IDX_HDR + N * ?ENTRY, Entry), {write, Base}),
     A#arch{dat_end = End + byte_size(Rec), n = N + 1, last = Id}.
+
+%% @doc Appends several records (each `{Id, Bare, Record}', ids increasing
+%% and above the archive's last) with one write to each file.
+-spec append_many(arch(), [{non_neg_integer(), binary(), binary()}]) -> arch().
+append_many(A, []) ->
+    A;
+append_many(#arch{dat = Dat, idx = Idx, base = Base, dat_end = End0, n = N0, last = Last0} = A,
+            Recs) ->
+    {Entries, End, Last} =
+        lists:foldl(fun({Id, _Bare, _Rec}, {_, _, Prev}) when Id =< Prev ->
+                            error({archive_id_not_increasing, Id, Prev});
+                       ({_Id, _Bare, Rec}, _) when byte_size(Rec) > ?MAX_RECORD ->
+                            throw({archive, {record_too_large, Base, byte_size(Rec)}});
+                       ({Id, Bare, Rec}, {Acc, Off, _}) ->
+                            Entry = <<Id:64, Off:40, (byte_size(Rec)):24, (peer_hash(Bare)):32>>,
+                            {[Entry | Acc], Off + byte_size(Rec), Id}
+                    end, {[], End0, Last0}, Recs),
+    End > ?MAX_OFFSET andalso throw({archive, {archive_full, Base}}),
+    done(file:pwrite(Dat, End0, [Rec || {_, _, Rec} <- Recs]), {write, Base}),
+    done(file:pwrite(Idx, ?IDX_HDR + N0 * ?ENTRY, lists:reverse(Entries)), {write, Base}),
+    A#arch{dat_end = End, n = N0 + length(Recs), last = Last}.
 
 peer_hash(Bare) ->
     erlang:phash2(Bare, 1 bsl 32).

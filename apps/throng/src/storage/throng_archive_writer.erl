@@ -2,9 +2,10 @@
 %% ({@link throng_archive_files}): the archives whose user hashes to this
 %% shard get their ids and their log records from this process only.
 %%
-%% A message stored costs one write, to this writer's log (the WAL), and a
-%% row in the shard's table of pending messages (an ETS table the
-%% supervisor owns); its shard's {@link throng_archive_applier} appends the
+%% A message stored costs a record in this writer's log (the WAL; the
+%% records of all the stores in the writer's mailbox are written with one
+%% write, and then each store is answered) and a row in the shard's table
+%% of pending messages (an ETS table the supervisor owns); its shard's {@link throng_archive_applier} appends the
 %% pending messages to their archives' files ?APPLY_MS later, many of an
 %% archive at a time (opening an archive's two files costs ~140 us of CPU
 %% here, an append a few), and then drops them from the table. Queries read
@@ -41,6 +42,10 @@
 -define(SHARDS, 8).
 -define(SYNC_MS, 20).
 -define(MAX_PENDING, 50000).
+%% A batch of log records is written when the mailbox is empty, or at
+%% this many bytes or records.
+-define(MAX_BATCH_BYTES, 262144).
+-define(MAX_BATCH, 512).
 -define(WAL_MAX, 64 * 1024 * 1024).
 -define(CHECKPOINT_MS, 60000).
 -define(CALL_TIMEOUT, 60000).
@@ -54,7 +59,14 @@
              wal_bytes = 0 :: non_neg_integer(),
              wal_began :: integer(),
              sync_timer = none :: none | reference(),
-             checkpointing = false :: boolean()}).
+             checkpointing = false :: boolean(),
+             %% Log records not written yet (newest first), the stores
+             %% waiting for them to be written, and their bytes.
+             buf = [] :: [binary()],
+             waiting = [] :: [{gen_server:from(), term(), non_neg_integer()}],
+             buf_bytes = 0 :: non_neg_integer(),
+             %% Stores since the applier last said it applied.
+             unapplied = 0 :: non_neg_integer()}).
 
 %%% API
 
@@ -149,27 +161,34 @@ init({Shard, Root}) ->
             {stop, {archive_log, Why}}
     end.
 
--spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call({store, U, S, #mam_msg{id = Id0, peer = Peer, packet = Packet}}, _From,
-            #st{last = Last, table = Table} = St) ->
+%% A store is answered once its log record is written: the records of
+%% every store in the mailbox are written together (one write, once the
+%% mailbox is empty or the batch is full), and then each is answered.
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+    {reply, term(), #st{}} | {noreply, #st{}} | {noreply, #st{}, 0}.
+handle_call({store, U, S, #mam_msg{id = Id0, peer = Peer, packet = Packet}}, From,
+            #st{last = Last, table = Table, buf = Buf, waiting = Waiting, buf_bytes = Bytes} = St) ->
     US = {U, S},
     Id = max(Id0, Last + 1),
-    guarded(fun() ->
-                    St1 = log(US, store, throng_archive_files:record(Id, Peer, Packet), St),
-                    true = ets:insert(Table, {{US, Id}, Peer, Packet}),
-                    ets:info(Table, size) > ?MAX_PENDING andalso
-                        throng_archive_applier:catch_up(St#st.shard),
-                    {{ok, Id}, St1#st{last = Id}}
-            end, St);
-handle_call({delete, U, S}, _From, #st{table = Table} = St) ->
+    Bin = throng_archive_files:wal_record(US, store, throng_archive_files:record(Id, Peer, Packet)),
+    true = ets:insert(Table, {{US, Id}, Peer, Packet}),
+    St1 = St#st{last = Id, buf = [Bin | Buf], waiting = [{From, {US, Id}, Id} | Waiting],
+                buf_bytes = Bytes + byte_size(Bin), unapplied = St#st.unapplied + 1},
+    case St1#st.buf_bytes >= ?MAX_BATCH_BYTES orelse length(Waiting) + 1 >= ?MAX_BATCH of
+        true -> {noreply, flush(St1)};
+        false -> {noreply, St1, 0}
+    end;
+handle_call({delete, U, S}, _From, #st{table = Table} = St0) ->
     US = {U, S},
+    St = flush(St0),
     guarded(fun() ->
                     St1 = log_now(US, delete, St),
                     _ = ets:select_delete(Table, [{{{US, '_'}, '_', '_'}, [], [true]}]),
                     {throng_archive_applier:delete(St#st.shard, U, S), St1}
             end, St);
-handle_call({keep, U, S, Before, Max}, _From, St) ->
+handle_call({keep, U, S, Before, Max}, _From, St0) ->
     US = {U, S},
+    St = flush(St0),
     guarded(fun() ->
                     St1 = log_now(US, {keep, Before, Max}, St),
                     {throng_archive_applier:keep(St#st.shard, U, S, Before, Max), St1}
@@ -184,21 +203,61 @@ guarded(Fun, St) ->
             {reply, {error, Why}, St}
     end.
 
--spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
-handle_cast(checkpointed, St) ->
-    {noreply, St#st{checkpointing = false}};
-handle_cast(_Msg, St) ->
-    {noreply, St}.
+%% The batch written, then its stores answered. When the write fails, no
+%% store of the batch was kept: their rows leave the pending table and
+%% each gets the error.
+flush(#st{buf = []} = St) ->
+    St;
+flush(#st{buf = Buf, waiting = Waiting, wal = Wal, table = Table} = St) ->
+    Replies = lists:reverse(Waiting),
+    St1 = St#st{buf = [], waiting = [], buf_bytes = 0},
+    case throng_archive_files:wal_append(Wal, lists:reverse(Buf)) of
+        ok ->
+            lists:foreach(fun({From, _Key, Id}) -> gen_server:reply(From, {ok, Id}) end, Replies),
+            St2 = arm_sync(St1#st{wal_bytes = St#st.wal_bytes + St#st.buf_bytes}),
+            case St2#st.unapplied > ?MAX_PENDING of
+                true ->
+                    %% The applier is behind: the writer waits for it.
+                    throng_archive_applier:catch_up(St#st.shard),
+                    St2#st{unapplied = 0};
+                false ->
+                    St2
+            end;
+        {error, E} ->
+            logger:error(#{what => archive_write_failed, shard => St#st.shard,
+                           reason => {log_write, E}}),
+            lists:foreach(fun({From, Key, _Id}) ->
+                                  ets:delete(Table, Key),
+                                  gen_server:reply(From, {error, {log_write, E}})
+                          end, Replies),
+            St1
+    end.
 
--spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}} | {noreply, #st{}, 0}.
+handle_cast(checkpointed, St) ->
+    next(St#st{checkpointing = false});
+handle_cast(applied, St) ->
+    next(St#st{unapplied = 0});
+handle_cast(_Msg, St) ->
+    next(St).
+
+-spec handle_info(term(), #st{}) -> {noreply, #st{}} | {noreply, #st{}, 0}.
+handle_info(timeout, St) ->
+    {noreply, flush(St)};
 handle_info(sync, St) ->
-    {noreply, maybe_checkpoint(sync_wal(St#st{sync_timer = none}))};
+    {noreply, maybe_checkpoint(sync_wal(flush(St#st{sync_timer = none})))};
 handle_info(_Msg, St) ->
-    {noreply, St}.
+    next(St).
+
+%% With stores waiting, the batch is written as soon as nothing else is in
+%% the mailbox.
+next(#st{buf = []} = St) -> {noreply, St};
+next(St) -> {noreply, St, 0}.
 
 %% The log synced, and the largest id given kept.
 -spec terminate(term(), #st{}) -> ok.
-terminate(_Reason, #st{wal = Wal, root = Root, shard = Shard, last = Last}) ->
+terminate(_Reason, St) ->
+    #st{wal = Wal, root = Root, shard = Shard, last = Last} = flush(St),
     _ = throng_archive_files:wal_sync(Wal),
     _ = file:close(Wal),
     try throng_archive_files:set_floor(Root, integer_to_list(Shard), Last)
@@ -215,18 +274,20 @@ open_wal(Root, Shard, Seq) ->
         {error, _} = E -> E
     end.
 
-%% Appended; synced ?SYNC_MS ms later with every record of that moment.
+%% Appended at once (not batched); synced ?SYNC_MS ms later with every
+%% record of that moment.
 log(US, What, Rec, #st{wal = Wal, wal_bytes = Bytes} = St) ->
     Bin = throng_archive_files:wal_record(US, What, Rec),
     case throng_archive_files:wal_append(Wal, Bin) of
         ok -> ok;
         {error, E} -> throw({archive, {log_write, E}})
     end,
-    Timer = case St#st.sync_timer of
-                none -> erlang:send_after(?SYNC_MS, self(), sync);
-                T -> T
-            end,
-    St#st{wal_bytes = Bytes + byte_size(Bin), sync_timer = Timer}.
+    arm_sync(St#st{wal_bytes = Bytes + byte_size(Bin)}).
+
+arm_sync(#st{sync_timer = none} = St) ->
+    St#st{sync_timer = erlang:send_after(?SYNC_MS, self(), sync)};
+arm_sync(St) ->
+    St.
 
 %% Appended and synced before the caller goes on.
 log_now(US, What, St) ->
