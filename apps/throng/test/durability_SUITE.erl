@@ -32,6 +32,7 @@ groups() ->
                    archive_writes_wait_for_a_sync_that_does_not_end,
                    archive_writes_survive_the_writer_killed, archive_log_is_replayed_at_start,
                    archive_half_written_tail_is_cut, archive_table_migrates_to_files,
+                   archive_checkpoint_deletes_old_logs,
                    disabled_check_failure_is_temporary | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
@@ -50,6 +51,7 @@ end_per_testcase(_TC, Config) ->
     catch meck:unload(mnesia),
     catch meck:unload(throng_storage_mnesia),
     catch meck:unload(throng_archive_files),
+    application:unset_env(throng, archive_checkpoint_ms),
     throng_ct:stop(),
     case ?config(pg, Config) of
         undefined -> ok;
@@ -198,6 +200,41 @@ archive_table_migrates_to_files(_Config) ->
     ?assertEqual(0, mnesia:table_info(throng_mam, size)),
     ?assertEqual(lists:seq(1, 300), archive_ids()),
     ?assertEqual(301, store_archive(7)).
+
+%% A checkpoint (here every 200 ms of stores) puts what the old log files
+%% hold into the archives' files, syncs them, keeps the largest id given
+%% and deletes those log files; ids go on above it after a start whose
+%% clock is behind (here: stores asking for id 1).
+archive_checkpoint_deletes_old_logs(_Config) ->
+    ok = application:set_env(throng, archive_checkpoint_ms, 200),
+    ok = throng_ct:restart(),
+    Root = throng_archive_files:root(),
+    Shard = erlang:phash2({<<"alice">>, ?S}, throng_archive_writer:shards()),
+    Logs = fun() -> [Seq || {Sh, Seq, _} <- throng_archive_files:wal_files(Root), Sh =:= Shard] end,
+    [First] = Logs(),
+    [store_archive(Id) || Id <- lists:seq(1, 20)],
+    %% Stores keep coming until a checkpoint has replaced the first log.
+    wait_until(fun() -> store_archive(1), not lists:member(First, Logs()) end),
+    Stored = length(archive_ids()),
+    ?assert(Stored >= 21),
+    ?assert(throng_archive_files:floor(Root) >= 20),
+    ok = application:stop(throng),
+    _ = application:stop(mnesia),
+    ok = application:unset_env(throng, archive_checkpoint_ms),
+    {ok, _} = application:ensure_all_started(throng),
+    ?assertEqual(lists:seq(1, Stored), archive_ids()),
+    ?assertEqual(Stored + 1, store_archive(1)).
+
+wait_until(Fun) ->
+    wait_until(Fun, 500).
+
+wait_until(_Fun, 0) ->
+    ct:fail(condition_not_reached);
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(20), wait_until(Fun, N - 1)
+    end.
 
 store_archive(Id) ->
     throng_storage:mam_store(<<"alice">>, ?S, #mam_msg{id = Id, peer = {<<"bob@localhost">>, <<>>},

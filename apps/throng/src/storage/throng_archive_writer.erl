@@ -47,6 +47,8 @@
 -define(MAX_BATCH_BYTES, 262144).
 -define(MAX_BATCH, 512).
 -define(WAL_MAX, 64 * 1024 * 1024).
+%% A checkpoint at least this often while stores come (the application
+%% environment's archive_checkpoint_ms, for tests).
 -define(CHECKPOINT_MS, 60000).
 -define(CALL_TIMEOUT, 60000).
 
@@ -58,6 +60,7 @@
              last :: non_neg_integer(),
              wal_bytes = 0 :: non_neg_integer(),
              wal_began :: integer(),
+             checkpoint_ms :: pos_integer(),
              sync_timer = none :: none | reference(),
              checkpointing = false :: boolean(),
              %% Log records not written yet (newest first), the stores
@@ -156,7 +159,9 @@ init({Shard, Root}) ->
     case open_wal(Root, Shard, Seq) of
         {ok, Wal} ->
             {ok, #st{shard = Shard, root = Root, table = table(Shard), wal = Wal, seq = Seq,
-                     last = Last, wal_began = now_ms()}};
+                     last = Last, wal_began = now_ms(),
+                     checkpoint_ms = application:get_env(throng, archive_checkpoint_ms,
+                                                         ?CHECKPOINT_MS)}};
         {error, Why} ->
             {stop, {archive_log, Why}}
     end.
@@ -312,7 +317,7 @@ sync_wal(#st{wal = Wal} = St) ->
 maybe_checkpoint(#st{checkpointing = false, wal_bytes = Bytes, wal_began = Began,
                      sync_timer = none, root = Root, shard = Shard, seq = Seq} = St)
   when Bytes > 0 ->
-    case Bytes > ?WAL_MAX orelse now_ms() - Began > ?CHECKPOINT_MS of
+    case Bytes > ?WAL_MAX orelse now_ms() - Began > St#st.checkpoint_ms of
         false ->
             St;
         true ->
