@@ -137,7 +137,7 @@ archive_writes_wait_for_a_sync_that_does_not_end(_Config) ->
 %% continues the ids.
 archive_writes_survive_the_writer_killed(_Config) ->
     [store_archive(Id) || Id <- lists:seq(1, 50)],
-    Shard = erlang:phash2({<<"alice">>, ?S}, throng_archive_writer:shards()),
+    Shard = erlang:phash2({<<"alice">>, ?S}, throng_archive_sup:shards()),
     Name = list_to_atom("throng_archive_writer_" ++ integer_to_list(Shard)),
     Old = whereis(Name),
     exit(Old, kill),
@@ -209,7 +209,7 @@ archive_checkpoint_deletes_old_logs(_Config) ->
     ok = application:set_env(throng, archive_checkpoint_ms, 200),
     ok = throng_ct:restart(),
     Root = throng_archive_files:root(),
-    Shard = erlang:phash2({<<"alice">>, ?S}, throng_archive_writer:shards()),
+    Shard = erlang:phash2({<<"alice">>, ?S}, throng_archive_sup:shards()),
     Logs = fun() -> [Seq || {Sh, Seq, _} <- throng_archive_files:wal_files(Root), Sh =:= Shard] end,
     [First] = Logs(),
     [store_archive(Id) || Id <- lists:seq(1, 20)],

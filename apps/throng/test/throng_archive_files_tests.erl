@@ -114,23 +114,51 @@ queries_match_the_model_test_() ->
                     end)), 60).
 
 cut_keeps_the_newest_test_() ->
-    check("a cut keeps the ids from Before on, and at most Max of the newest",
-          ?FORALL({Spec, Before, Max},
-                  {archive_gen(), choose(0, 2200), oneof([infinity, choose(0, 800)])},
+    check("cuts one after another keep the ids from Before on and at most Max of the newest; "
+          "each says how many went; a small cut rewrites nothing, reopening sees the same",
+          ?FORALL({Spec, Cuts},
+                  {archive_gen(), ?LET(K, choose(1, 3),
+                                       vector(K, {choose(0, 2200), oneof([infinity, choose(0, 800)])}))},
                   with_root(
                     fun(Root) ->
-                            {A, Model} = write(Root, Spec),
-                            Kept0 = [M || #mam_msg{id = Id} = M <- Model, Id >= Before],
-                            Kept = case Max of
-                                       infinity -> Kept0;
-                                       _ -> lists:nthtail(max(0, length(Kept0) - Max), Kept0)
-                                   end,
-                            {Gone, A1} = ?F:keep_from(Root, A, Before, Max),
-                            A1 =:= deleted orelse ?F:close(A1),
-                            Got = ?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100000}, []),
-                            Gone =:= length(Model) - length(Kept) andalso Got =:= Kept andalso
-                                (Kept =/= [] orelse A1 =:= deleted orelse Model =:= [])
+                            {A0, Model0} = write(Root, Spec),
+                            {Final, ModelN, Ok} =
+                                lists:foldl(
+                                  fun(_, {deleted, _, _} = Acc) ->
+                                          Acc;
+                                     ({Before, Max}, {A, Model, OkSoFar}) ->
+                                          Kept0 = [M || #mam_msg{id = Id} = M <- Model, Id >= Before],
+                                          Kept = case Max of
+                                                     infinity -> Kept0;
+                                                     _ -> lists:nthtail(max(0, length(Kept0) - Max), Kept0)
+                                                 end,
+                                          DatSize = filelib:file_size(dat_path(Root)),
+                                          {Gone, A1} = ?F:keep_from(Root, A, Before, Max),
+                                          Got = ?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100000}, []),
+                                          %% Less than half cut off: the records stay where they are.
+                                          Small = length(Model) - length(Kept) < length(Kept),
+                                          Rewritten = A1 =/= deleted andalso
+                                              filelib:file_size(dat_path(Root)) =/= DatSize,
+                                          {A1, Kept,
+                                           OkSoFar andalso Gone =:= length(Model) - length(Kept)
+                                           andalso Got =:= Kept
+                                           andalso (Kept =/= [] orelse A1 =:= deleted orelse Model =:= [])
+                                           andalso not (Small andalso Rewritten)}
+                                  end, {A0, Model0, true}, Cuts),
+                            Final =:= deleted orelse ?F:close(Final),
+                            Reopened = case Final of
+                                           deleted -> [];
+                                           _ -> A = ?F:open(Root, ?U, ?S), ?F:close(A),
+                                                ?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100000}, [])
+                                       end,
+                            Ok andalso (Final =:= deleted orelse Reopened =:= ModelN)
                     end)), 60).
+
+dat_path(Root) ->
+    case filelib:wildcard(filename:join([Root, "localhost", "*", "*.dat"])) of
+        [P] -> P;
+        [] -> filename:join(Root, "none")
+    end.
 
 log_applied_twice_changes_nothing_test() ->
     with_root(

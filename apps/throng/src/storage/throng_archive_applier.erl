@@ -70,7 +70,7 @@ name(7) -> throng_archive_applier_7.
 init({Shard, Root}) ->
     process_flag(trap_exit, true),
     _ = erlang:send_after(?APPLY_MS, self(), apply),
-    {ok, #st{shard = Shard, root = Root, table = throng_archive_writer:table(Shard),
+    {ok, #st{shard = Shard, root = Root, table = throng_archive_sup:table(Shard),
              writer = list_to_atom("throng_archive_writer_" ++ integer_to_list(Shard))}}.
 
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.

@@ -10,7 +10,8 @@
 %%
 %% - `.dat' begins with a header naming U and S, then the records one after
 %%   another: `<<Id:64, BareLen:16, Bare, ResLen:16, Res, Packet>>';
-%% - `.idx' begins with a 16-byte header, then one 20-byte entry per record,
+%% - `.idx' begins with a 16-byte header (its last 8 bytes: the first entry
+%%   in use, moved by a cut), then one 20-byte entry per record,
 %%   in the order of the records and of their ids (increasing):
 %%   `<<Id:64, Offset:40, Length:24, Hash:32>>', Hash a hash of the peer's
 %%   bare JID, so that a query `with' a peer reads the records of that peer
@@ -40,7 +41,8 @@
 -export([floor/1, set_floor/3]).
 %% replay_wal/2: recover/1's step, also for the tests.
 %% next_id/2: the tests' (the writers give ids of their own).
--ignore_xref([{replay_wal, 2}, {next_id, 2}]).
+%% append/4: the tests' (the applier appends with append_many/2).
+-ignore_xref([{replay_wal, 2}, {next_id, 2}, {append, 4}]).
 -export([wal_dir/1, wal_files/1, wal_record/3, wal_append/2, wal_sync/1, replay_wal/2,
          recover/1, syncfs/1, restore/6, close_all/1, wal_max_id/1]).
 
@@ -49,7 +51,16 @@
                base :: file:filename(),
                dat_end :: non_neg_integer(),
                n :: non_neg_integer(),
+               %% The first entry in use: those before it were cut.
+               start = 0 :: non_neg_integer(),
                last :: non_neg_integer()}).
+
+%% What a reader (or a cut) sees of an archive: the entries from start to n.
+-record(view, {idx :: file:fd(),
+               dat :: file:fd(),
+               n :: non_neg_integer(),
+               base :: file:filename(),
+               start = 0 :: non_neg_integer()}).
 
 -opaque arch() :: #arch{}.
 -type kind() :: store | delete | keep.
@@ -142,11 +153,13 @@ open(Root, U, S) ->
                 {Last, End} = case N of
                                   0 -> {0, HSize};
                                   _ ->
-                                      {Id, Off, Len, _} = entry(Idx, N - 1, Base),
+                                      {Id, Off, Len, _} = entry_at(Idx, N - 1, Base),
                                       {Id, Off + Len}
                               end,
                 cut(Dat, End, DatSize, Base),
-                #arch{dat = Dat, idx = Idx, base = Base, dat_end = End, n = N, last = Last}
+                <<_:8/binary, Start:64>> = pread(Idx, 0, ?IDX_HDR, Base),
+                #arch{dat = Dat, idx = Idx, base = Base, dat_end = End, n = N, last = Last,
+                      start = min(Start, N)}
         end
     catch
         throw:Thrown ->
@@ -159,7 +172,7 @@ open(Root, U, S) ->
 last_whole(_Idx, _Base, 0, _DatSize) ->
     0;
 last_whole(Idx, Base, N, DatSize) ->
-    {_, Off, Len, _} = entry(Idx, N - 1, Base),
+    {_, Off, Len, _} = entry_at(Idx, N - 1, Base),
     case Off + Len =< DatSize of
         true -> N;
         false -> last_whole(Idx, Base, N - 1, DatSize)
@@ -246,26 +259,32 @@ delete(Root, U, S) ->
                   end, [".idx", ".dat"]).
 
 %% @doc Removes the messages with an id below Before and those beyond the
-%% newest Max: what is kept is always the newest part, which is copied to
-%% new files that then replace the old ones. Returns how many went and the
+%% newest Max: what is kept is always the newest part. The index's header
+%% then says where the archive begins (16 bytes written); once the part cut
+%% off is as large as the part kept, the kept part is copied to new files
+%% that replace the old ones, so that a message is copied about once in
+%% its life however often the sweep cuts. Returns how many went and the
 %% archive open again (`deleted' when none is left: the files are gone).
 -spec keep_from(file:filename(), arch(), non_neg_integer(), non_neg_integer() | infinity) ->
     {non_neg_integer(), arch() | deleted}.
-keep_from(Root, #arch{idx = Idx, dat = Dat, base = Base, n = N, dat_end = End} = A,
+keep_from(Root, #arch{idx = Idx, dat = Dat, base = Base, n = N, dat_end = End, start = Start} = A,
           Before, Max) ->
-    V = {Idx, Dat, N, Base},
+    V = #view{idx = Idx, dat = Dat, n = N, base = Base, start = Start},
     K = case Max of
             infinity -> lower_bound(V, Before);
             _ -> max(lower_bound(V, Before), N - Max)
         end,
     if
-        K =< 0 ->
+        K =< Start ->
             {0, A};
         K >= N ->
             {U, S} = owner(Dat, Base),
             close(A),
             delete(Root, U, S),
-            {N, deleted};
+            {N - Start, deleted};
+        K < N - K ->
+            done(file:pwrite(Idx, 8, <<K:64>>), {write, Base}),
+            {K - Start, A#arch{start = K}};
         true ->
             {U, S} = owner(Dat, Base),
             Header = dat_header(U, S),
@@ -278,7 +297,7 @@ keep_from(Root, #arch{idx = Idx, dat = Dat, base = Base, n = N, dat_end = End} =
             write_new(Base ++ ".dat", [Header, Records]),
             write_new(Base ++ ".idx", NewIdx),
             close(A),
-            {K, open(Root, U, S)}
+            {K - Start, open(Root, U, S)}
     end.
 
 %% Written beside, fsynced, renamed over: the old file or the new one, whole.
@@ -364,8 +383,8 @@ pending_matches(V, #mam_filter{ids = Ids} = F, Pending) ->
           Ids =:= any orelse lists:member(Id, Ids)].
 
 file_last(none) -> 0;
-file_last({_, _, 0, _}) -> 0;
-file_last(V) -> element(1, entry(V, element(3, V) - 1)).
+file_last(#view{n = 0}) -> 0;
+file_last(#view{n = N} = V) -> element(1, entry(V, N - 1)).
 
 read_view(Root, U, S, Fun, Tries) ->
     Base = base(Root, U, S),
@@ -392,7 +411,10 @@ read_once(Base, Fun) ->
                 {ok, Dat} ->
                     try
                         Size = val(file:position(Idx, eof), {size, Base}),
-                        {ok, Fun({Idx, Dat, max(0, (Size - ?IDX_HDR) div ?ENTRY), Base})}
+                        N = max(0, (Size - ?IDX_HDR) div ?ENTRY),
+                        <<_:8/binary, Start:64>> = pread(Idx, 0, ?IDX_HDR, Base),
+                        {ok, Fun(#view{idx = Idx, dat = Dat, n = N, base = Base,
+                                       start = min(Start, N)})}
                     catch
                         throw:stale -> stale
                     after
@@ -432,7 +454,7 @@ count_view(none, _F, _Before) ->
 count_view(V, #mam_filter{ids = any, with = any, min = Min, max = Max}, Before) ->
     {Lo, Hi} = range(V, Min, Max),
     {Hi - Lo, max(Lo, min(Hi, lower_bound(V, Before))) - Lo};
-count_view({_, _, N, _} = V, #mam_filter{ids = any} = F, Before) ->
+count_view(#view{n = N} = V, #mam_filter{ids = any} = F, Before) ->
     count_below([Id || #mam_msg{id = Id} <- query_view(V, F, forward, N + 1)], Before);
 count_view(V, #mam_filter{ids = Ids} = F, Before) ->
     count_below([Id || #mam_msg{id = Id} <- query_view(V, F, forward, length(Ids))], Before).
@@ -477,7 +499,7 @@ with_matches({Bare, any}, {Bare, _}) -> true;
 with_matches({Bare, Res}, {Bare, Res}) -> true;
 with_matches(_, _) -> false.
 
-ids_entries({_, _, N, _} = V, Ids) ->
+ids_entries(#view{n = N} = V, Ids) ->
     lists:filtermap(fun(Id) ->
                             P = lower_bound(V, Id),
                             case P < N andalso entry(V, P) of
@@ -486,15 +508,14 @@ ids_entries({_, _, N, _} = V, Ids) ->
                             end
                     end, Ids).
 
-%% The first position whose id is at least Id (N: none).
-lower_bound({_, _, N, _} = V, Id) ->
+%% The first position from the start whose id is at least Id (N: none).
+lower_bound(#view{n = N, start = Start} = V, Id) ->
     if
-        N =:= 0 -> 0;
-        Id =< 0 -> 0;
+        N =< Start -> N;
         true ->
             case entry(V, N - 1) of
                 {Last, _, _, _} when Last < Id -> N;
-                _ -> lower_bound(V, Id, 0, N - 1)
+                _ -> lower_bound(V, Id, Start, N - 1)
             end
     end.
 
@@ -508,16 +529,16 @@ lower_bound(V, Id, Lo, Hi) ->
         _ -> lower_bound(V, Id, Lo, Mid)
     end.
 
-entry({Idx, _, _, Base}, P) ->
-    entry(Idx, P, Base).
+entry(#view{idx = Idx, base = Base}, P) ->
+    entry_at(Idx, P, Base).
 
-entry(Idx, P, Base) ->
+entry_at(Idx, P, Base) ->
     <<Id:64, Off:40, Len:24, H:32>> = pread(Idx, ?IDX_HDR + P * ?ENTRY, ?ENTRY, Base),
     {Id, Off, Len, H}.
 
 read_entries(_V, From, To) when From >= To ->
     [];
-read_entries({Idx, _, _, Base}, From, To) ->
+read_entries(#view{idx = Idx, base = Base}, From, To) ->
     Bin = pread(Idx, ?IDX_HDR + From * ?ENTRY, (To - From) * ?ENTRY, Base),
     [{Id, Off, Len, H} || <<Id:64, Off:40, Len:24, H:32>> <= Bin].
 
@@ -525,7 +546,7 @@ read_entries({Idx, _, _, Base}, From, To) ->
 %% chunk with one read from its first record to the end of its last.
 read_msgs(_V, []) ->
     [];
-read_msgs({_, Dat, _, Base} = V, Entries) ->
+read_msgs(#view{dat = Dat, base = Base} = V, Entries) ->
     {Chunk, Rest} = case length(Entries) > ?CHUNK of
                         true -> lists:split(?CHUNK, Entries);
                         false -> {Entries, []}

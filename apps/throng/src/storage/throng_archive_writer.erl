@@ -1,4 +1,4 @@
-%% @doc One of the ?SHARDS writers of the on-disk message archive
+%% @doc One of the throng_archive_sup:shards() writers of the on-disk message archive
 %% ({@link throng_archive_files}): the archives whose user hashes to this
 %% shard get their ids and their log records from this process only.
 %%
@@ -34,12 +34,11 @@
 
 -include("throng.hrl").
 
--export([start_link/2, store/3, delete/2, keep/4, pending/2, catch_up/0, shards/0, table/1]).
+-export([start_link/2, store/3, delete/2, keep/4, pending/2, catch_up/0]).
 %% start_link/2: the supervisor's.
 -ignore_xref([{start_link, 2}]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--define(SHARDS, 8).
 -define(SYNC_MS, 20).
 -define(MAX_PENDING, 50000).
 %% A batch of log records is written when the mailbox is empty, or at
@@ -77,14 +76,9 @@
 start_link(Shard, Root) ->
     gen_server:start_link({local, name(Shard)}, ?MODULE, {Shard, Root}, []).
 
-%% @doc How many shards there are.
--spec shards() -> pos_integer().
-shards() ->
-    ?SHARDS.
-
 %% The shard of an archive.
 shard(US) ->
-    erlang:phash2(US, ?SHARDS).
+    erlang:phash2(US, throng_archive_sup:shards()).
 
 %% @doc Stores a message in U's archive; returns the id it got (the asked
 %% one, or one above every id the shard gave). `{error, Why}' when the log
@@ -111,12 +105,12 @@ keep(U, S, Before, Max) ->
 pending(U, S) ->
     US = {U, S},
     [#mam_msg{id = Id, peer = Peer, packet = Packet}
-     || {{_, Id}, Peer, Packet} <- ets:select(table(shard(US)), [{{{US, '_'}, '_', '_'}, [], ['$_']}])].
+     || {{_, Id}, Peer, Packet} <- ets:select(throng_archive_sup:table(shard(US)), [{{{US, '_'}, '_', '_'}, [], ['$_']}])].
 
 %% @doc Every shard's pending messages applied to the files.
 -spec catch_up() -> ok.
 catch_up() ->
-    lists:foreach(fun throng_archive_applier:catch_up/1, lists:seq(0, ?SHARDS - 1)).
+    lists:foreach(fun throng_archive_applier:catch_up/1, lists:seq(0, throng_archive_sup:shards() - 1)).
 
 call(US, Req) ->
     try gen_server:call(name(shard(US)), Req, ?CALL_TIMEOUT)
@@ -131,17 +125,6 @@ name(4) -> throng_archive_writer_4;
 name(5) -> throng_archive_writer_5;
 name(6) -> throng_archive_writer_6;
 name(7) -> throng_archive_writer_7.
-
-%% @doc The shard's table of pending messages: `{{US, Id}, Peer, Packet}'.
--spec table(non_neg_integer()) -> atom().
-table(0) -> throng_archive_pending_0;
-table(1) -> throng_archive_pending_1;
-table(2) -> throng_archive_pending_2;
-table(3) -> throng_archive_pending_3;
-table(4) -> throng_archive_pending_4;
-table(5) -> throng_archive_pending_5;
-table(6) -> throng_archive_pending_6;
-table(7) -> throng_archive_pending_7.
 
 %%% gen_server
 
@@ -158,7 +141,7 @@ init({Shard, Root}) ->
                       [throng_archive_files:wal_max_id(P) || {_, P} <- Mine]]),
     case open_wal(Root, Shard, Seq) of
         {ok, Wal} ->
-            {ok, #st{shard = Shard, root = Root, table = table(Shard), wal = Wal, seq = Seq,
+            {ok, #st{shard = Shard, root = Root, table = throng_archive_sup:table(Shard), wal = Wal, seq = Seq,
                      last = Last, wal_began = now_ms(),
                      checkpoint_ms = application:get_env(throng, archive_checkpoint_ms,
                                                          ?CHECKPOINT_MS)}};
