@@ -23,9 +23,14 @@
 %% a `.floor' file at each checkpoint, so that a clock set back does not
 %% give an id twice.
 %%
-%% Deleting or cutting an archive syncs its log record before the applier
-%% touches the files, so that a replay after a crash repeats it after the
-%% stores it follows. At a checkpoint — the log past ?WAL_MAX bytes or
+%% Deleting an archive syncs its log record before the applier touches
+%% the files, so that a replay after a crash repeats it after the stores it
+%% follows. A cut (the retention sweep, every archive of the host in turn)
+%% is logged and synced with the next group, not waited for: a replay
+%% skips the stores whose id is not above the archive's last, so what a cut
+%% removed comes back only if the cut removed the whole archive and the
+%% log still held its messages (messages older than max_age are not in a
+%% log that is checkpointed every minute). At a checkpoint — the log past ?WAL_MAX bytes or
 %% ?CHECKPOINT_MS old — the writer starts a new log file, and the applier
 %% applies what is pending, syncs the file system once (`syncfs(2)') and
 %% deletes the older log files.
@@ -178,7 +183,7 @@ handle_call({keep, U, S, Before, Max}, _From, St0) ->
     US = {U, S},
     St = flush(St0),
     guarded(fun() ->
-                    St1 = log_now(US, {keep, Before, Max}, St),
+                    St1 = log(US, {keep, Before, Max}, <<>>, St),
                     {throng_archive_applier:keep(St#st.shard, U, S, Before, Max), St1}
             end, St).
 
