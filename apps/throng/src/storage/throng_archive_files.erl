@@ -29,21 +29,20 @@
 %% (passed in), those above the files' last id.
 %%
 %% The files are not fsynced one by one: the writer's log (the WAL,
-%% {@link wal_append/2}) is, and a start replays it ({@link recover/1}), so
+%% {@link wal_record/3}) is, and a start replays it ({@link recover/1}), so
 %% that what the log holds reaches the archives even if the machine lost
 %% the archives' pages.
 -module(throng_archive_files).
 
 -include("throng.hrl").
 
--export([root/0, open/3, close/1, next_id/2, append/4, append_many/2, delete/3, keep_from/4, last_id/1,
+-export([root/0, open/3, close/1, append/4, append_many/2, delete/3, keep_from/4, last_id/1,
          query/6, count/5, users/2, record/3, selects/2]).
 -export([floor/1, set_floor/3]).
 %% replay_wal/2: recover/1's step, also for the tests.
-%% next_id/2: the tests' (the writers give ids of their own).
 %% append/4: the tests' (the applier appends with append_many/2).
--ignore_xref([{replay_wal, 2}, {next_id, 2}, {append, 4}]).
--export([wal_dir/1, wal_files/1, wal_record/3, wal_append/2, wal_sync/1, replay_wal/2,
+-ignore_xref([{replay_wal, 2}, {append, 4}]).
+-export([wal_dir/1, wal_files/1, wal_record/3, wal_sync/1, replay_wal/2,
          recover/1, syncfs/1, restore/6, close_all/1, wal_max_id/1]).
 
 -record(arch, {dat :: file:fd(),
@@ -63,8 +62,7 @@
                start = 0 :: non_neg_integer()}).
 
 -opaque arch() :: #arch{}.
--type kind() :: store | delete | keep.
--export_type([arch/0, kind/0]).
+-export_type([arch/0]).
 
 -define(IDX_MAGIC, "THRI").
 -define(DAT_MAGIC, "THRA").
@@ -143,11 +141,13 @@ open(Root, U, S) ->
                 done(file:pwrite(Idx, 0, idx_header()), {write, Base}),
                 #arch{dat = Dat, idx = Idx, base = Base, dat_end = HSize, n = 0, last = 0};
             false ->
-                Found = try {pread(Dat, 0, HSize, Base), pread(Idx, 0, 4, Base)}
-                        catch throw:stale -> short
-                        end,
-                Found =:= {Header, <<?IDX_MAGIC>>} orelse
-                    throw({archive, {not_this_archive, Base, U, S}}),
+                {Found, Start} =
+                    try {pread(Dat, 0, HSize, Base), pread(Idx, 0, ?IDX_HDR, Base)} of
+                        {Header, <<?IDX_MAGIC, _:32, Start0:64>>} -> {true, Start0};
+                        _ -> {false, 0}
+                    catch throw:stale -> {false, 0}
+                    end,
+                Found orelse throw({archive, {not_this_archive, Base, U, S}}),
                 N = last_whole(Idx, Base, (IdxSize - ?IDX_HDR) div ?ENTRY, DatSize),
                 cut(Idx, ?IDX_HDR + N * ?ENTRY, IdxSize, Base),
                 {Last, End} = case N of
@@ -157,7 +157,6 @@ open(Root, U, S) ->
                                       {Id, Off + Len}
                               end,
                 cut(Dat, End, DatSize, Base),
-                <<_:8/binary, Start:64>> = pread(Idx, 0, ?IDX_HDR, Base),
                 #arch{dat = Dat, idx = Idx, base = Base, dat_end = End, n = N, last = Last,
                       start = min(Start, N)}
         end
@@ -192,12 +191,6 @@ close(#arch{dat = Dat, idx = Idx}) ->
     _ = file:close(Idx),
     ok.
 
-%% @doc The id a message asked to be stored under gets: itself, or the next
-%% after the archive's last one (ids only increase in an archive).
--spec next_id(arch(), non_neg_integer()) -> non_neg_integer().
-next_id(#arch{last = Last}, Id) ->
-    max(Id, Last + 1).
-
 %% @doc The archive's last id (0: empty).
 -spec last_id(arch()) -> non_neg_integer().
 last_id(#arch{last = Last}) ->
@@ -208,19 +201,11 @@ last_id(#arch{last = Last}) ->
 record(Id, {Bare, Res}, Packet) ->
     <<Id:64, (byte_size(Bare)):16, Bare/binary, (byte_size(Res)):16, Res/binary, Packet/binary>>.
 
-%% @doc Appends a record made by {@link record/3} with an id from
-%% {@link next_id/2}.
+%% @doc Appends a record made by {@link record/3}, its id above the
+%% archive's last.
 -spec append(arch(), non_neg_integer(), binary(), binary()) -> arch().
-append(#arch{last = Last}, Id, _Bare, _Rec) when Id =< Last ->
-    error({archive_id_not_increasing, Id, Last});
-append(#arch{base = Base}, _Id, _Bare, Rec) when byte_size(Rec) > ?MAX_RECORD ->
-    throw({archive, {record_too_large, Base, byte_size(Rec)}});
-append(#arch{dat = Dat, idx = Idx, base = Base, dat_end = End, n = N} = A, Id, Bare, Rec) ->
-    End + byte_size(Rec) > ?MAX_OFFSET andalso throw({archive, {archive_full, Base}}),
-    done(file:pwrite(Dat, End, Rec), {write, Base}),
-    Entry = <<Id:64, End:40, (byte_size(Rec)):24, (peer_hash(Bare)):32>>,
-    done(file:pwrite(Idx, ?IDX_HDR + N * ?ENTRY, Entry), {write, Base}),
-    A#arch{dat_end = End + byte_size(Rec), n = N + 1, last = Id}.
+append(A, Id, Bare, Rec) ->
+    append_many(A, [{Id, Bare, Rec}]).
 
 %% @doc Appends several records (each `{Id, Bare, Record}', ids increasing
 %% and above the archive's last) with one write to each file.
@@ -621,11 +606,6 @@ wal_record({U, S}, What, Rec) ->
 us(U, S) ->
     <<(byte_size(U)):16, U/binary, (byte_size(S)):16, S/binary>>.
 
-%% @doc Appends to a log opened in append mode.
--spec wal_append(file:fd(), iodata()) -> ok | {error, term()}.
-wal_append(Fd, Data) ->
-    file:write(Fd, Data).
-
 %% @doc Puts the log on disk.
 -spec wal_sync(file:fd()) -> ok | {error, term()}.
 wal_sync(Fd) ->
@@ -637,41 +617,36 @@ wal_sync(Fd) ->
 %% and the archives still open (`Open', a map that the caller closes).
 -spec replay_wal(file:filename(), {file:filename(), map()}) -> {non_neg_integer(), map()}.
 replay_wal(Path, {Root, Open}) ->
-    {ok, Bin} = file:read_file(Path),
-    replay(Bin, Root, Open, 0, Path, 0).
-
-replay(<<Len:32, Crc:32, Body:Len/binary, Rest/binary>>, Root, Open0, N, Path, Pos) ->
-    case erlang:crc32(Body) of
-        Crc ->
-            Open = apply_wal(Body, Root, bounded(Open0)),
-            replay(Rest, Root, Open, N + 1, Path, Pos + 8 + Len);
-        _ ->
-            logger:warning(#{what => archive_log_record_damaged, file => Path, offset => Pos}),
-            {N, Open0}
-    end;
-replay(<<>>, _Root, Open, N, _Path, _Pos) ->
-    {N, Open};
-replay(_Cut, _Root, Open, N, Path, Pos) ->
-    logger:warning(#{what => archive_log_cut_short, file => Path, offset => Pos}),
-    {N, Open}.
+    fold_wal(Path, fun(Body, {N, O}) -> {N + 1, apply_wal(Body, Root, bounded(O))} end, {0, Open}).
 
 %% @doc The largest id of the stores a log file holds (whole records only).
 -spec wal_max_id(file:filename()) -> non_neg_integer().
 wal_max_id(Path) ->
-    {ok, Bin} = file:read_file(Path),
-    wal_max_id(Bin, 0).
+    fold_wal(Path, fun(Body, Max) -> max(Max, store_id(Body)) end, 0).
 
-wal_max_id(<<Len:32, Crc:32, Body:Len/binary, Rest/binary>>, Max) ->
-    case {erlang:crc32(Body), Body} of
-        {Crc, <<?WAL_STORE, UL:16, _:UL/binary, SL:16, _:SL/binary, Id:64, _/binary>>} ->
-            wal_max_id(Rest, max(Max, Id));
-        {Crc, _} ->
-            wal_max_id(Rest, Max);
+%% Fun(Body, Acc) for each whole record of a log file, in order; a record
+%% damaged or cut short by a crash ends the file.
+fold_wal(Path, Fun, Acc) ->
+    {ok, Bin} = file:read_file(Path),
+    fold_records(Bin, Fun, Acc, Path, 0).
+
+fold_records(<<Len:32, Crc:32, Body:Len/binary, Rest/binary>>, Fun, Acc, Path, Pos) ->
+    case erlang:crc32(Body) of
+        Crc ->
+            fold_records(Rest, Fun, Fun(Body, Acc), Path, Pos + 8 + Len);
         _ ->
-            Max
+            logger:warning(#{what => archive_log_record_damaged, file => Path, offset => Pos}),
+            Acc
     end;
-wal_max_id(_, Max) ->
-    Max.
+fold_records(<<>>, _Fun, Acc, _Path, _Pos) ->
+    Acc;
+fold_records(_Cut, _Fun, Acc, Path, Pos) ->
+    logger:warning(#{what => archive_log_cut_short, file => Path, offset => Pos}),
+    Acc.
+
+%% The id of a store's record (0 for the other kinds).
+store_id(<<?WAL_STORE, UL:16, _:UL/binary, SL:16, _:SL/binary, Id:64, _/binary>>) -> Id;
+store_id(_) -> 0.
 
 %% At most 256 archives open while replaying.
 bounded(Open) when map_size(Open) >= 256 ->
@@ -741,11 +716,11 @@ recover(Root) ->
         [] ->
             {0, 0};
         Files ->
-            Max = lists:max([wal_max_id(Path) || {_, _, Path} <- Files]),
-            {N, Open} = lists:foldl(fun({_, _, Path}, {N0, Open0}) ->
-                                            {N1, Open1} = replay_wal(Path, {Root, Open0}),
-                                            {N0 + N1, Open1}
-                                    end, {0, #{}}, Files),
+            Apply = fun(Body, {N0, Open0, Max0}) ->
+                            {N0 + 1, apply_wal(Body, Root, bounded(Open0)), max(Max0, store_id(Body))}
+                    end,
+            {N, Open, Max} = lists:foldl(fun({_, _, Path}, Acc) -> fold_wal(Path, Apply, Acc) end,
+                                         {0, #{}, 0}, Files),
             close_all(Open),
             case syncfs(Root) of
                 ok ->

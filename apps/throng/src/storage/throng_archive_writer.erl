@@ -204,7 +204,7 @@ flush(#st{buf = []} = St) ->
 flush(#st{buf = Buf, waiting = Waiting, wal = Wal, table = Table} = St) ->
     Replies = lists:reverse(Waiting),
     St1 = St#st{buf = [], waiting = [], buf_bytes = 0},
-    case throng_archive_files:wal_append(Wal, lists:reverse(Buf)) of
+    case file:write(Wal, lists:reverse(Buf)) of
         ok ->
             lists:foreach(fun({From, _Key, Id}) -> gen_server:reply(From, {ok, Id}) end, Replies),
             St2 = arm_sync(St1#st{wal_bytes = St#st.wal_bytes + St#st.buf_bytes}),
@@ -271,7 +271,7 @@ open_wal(Root, Shard, Seq) ->
 %% record of that moment.
 log(US, What, Rec, #st{wal = Wal, wal_bytes = Bytes} = St) ->
     Bin = throng_archive_files:wal_record(US, What, Rec),
-    case throng_archive_files:wal_append(Wal, Bin) of
+    case file:write(Wal, Bin) of
         ok -> ok;
         {error, E} -> throw({archive, {log_write, E}})
     end,
