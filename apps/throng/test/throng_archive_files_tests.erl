@@ -4,14 +4,12 @@
 %%% changes nothing.
 -module(throng_archive_files_tests).
 
-%% Debian's erlang-proper ships no proper.hrl: the forms used here.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(LET(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
+-include("throng_proper.hrl").
 
 -include_lib("eunit/include/eunit.hrl").
 -include("throng.hrl").
 
--import(proper_types, [choose/2, elements/1, list/1, oneof/1, integer/2, vector/2]).
+-import(proper_types, [choose/2, elements/1, list/1, oneof/1, vector/2]).
 
 -define(F, throng_archive_files).
 -define(U, <<"alice">>).
@@ -61,7 +59,7 @@ write(Root, Spec, InFiles) ->
                             Packet = <<"<message><body>", (integer_to_binary(Id))/binary,
                                        "</body></message>">>,
                             A1 = case length(Acc) < InFiles of
-                                     true -> ?F:append(A, ?F:next_id(A, Id), Bare,
+                                     true -> ?F:append(A, Id, Bare,
                                                        ?F:record(Id, Peer, Packet));
                                      false -> A
                                  end,
@@ -122,11 +120,12 @@ cut_keeps_the_newest_test_() ->
                   with_root(
                     fun(Root) ->
                             {A0, Model0} = write(Root, Spec),
-                            {Final, ModelN, Ok} =
+                            %% Dead: the entries cut off before and still in the files.
+                            {Final, ModelN, Ok, _} =
                                 lists:foldl(
-                                  fun(_, {deleted, _, _} = Acc) ->
+                                  fun(_, {deleted, _, _, _} = Acc) ->
                                           Acc;
-                                     ({Before, Max}, {A, Model, OkSoFar}) ->
+                                     ({Before, Max}, {A, Model, OkSoFar, Dead}) ->
                                           Kept0 = [M || #mam_msg{id = Id} = M <- Model, Id >= Before],
                                           Kept = case Max of
                                                      infinity -> Kept0;
@@ -135,16 +134,22 @@ cut_keeps_the_newest_test_() ->
                                           DatSize = filelib:file_size(dat_path(Root)),
                                           {Gone, A1} = ?F:keep_from(Root, A, Before, Max),
                                           Got = ?F:query(Root, ?U, ?S, #mam_filter{}, {forward, 100000}, []),
-                                          %% Less than half cut off: the records stay where they are.
-                                          Small = length(Model) - length(Kept) < length(Kept),
+                                          %% Less cut off (now and before) than kept: the
+                                          %% records stay where they are.
+                                          Gone0 = length(Model) - length(Kept),
+                                          Small = Dead + Gone0 < length(Kept),
                                           Rewritten = A1 =/= deleted andalso
                                               filelib:file_size(dat_path(Root)) =/= DatSize,
                                           {A1, Kept,
-                                           OkSoFar andalso Gone =:= length(Model) - length(Kept)
+                                           OkSoFar andalso Gone =:= Gone0
                                            andalso Got =:= Kept
                                            andalso (Kept =/= [] orelse A1 =:= deleted orelse Model =:= [])
-                                           andalso not (Small andalso Rewritten)}
-                                  end, {A0, Model0, true}, Cuts),
+                                           andalso not (Small andalso Rewritten),
+                                           case Rewritten of
+                                               true -> 0;
+                                               false -> Dead + Gone0
+                                           end}
+                                  end, {A0, Model0, true, 0}, Cuts),
                             Final =:= deleted orelse ?F:close(Final),
                             Reopened = case Final of
                                            deleted -> [];

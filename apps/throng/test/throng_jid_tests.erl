@@ -6,9 +6,7 @@
 -include_lib("eunit/include/eunit.hrl").
 -include("throng.hrl").
 
-%% Debian's erlang-proper ships no proper.hrl; these are the two forms used.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(BIND(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
+-include("throng_proper.hrl").
 
 jid(U, S, R) -> {ok, #jid{user = U, server = S, resource = R}}.
 

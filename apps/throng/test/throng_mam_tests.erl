@@ -4,9 +4,7 @@
 %%% archivable and the preferences' element (throng_mod_mam).
 -module(throng_mam_tests).
 
-%% Debian's erlang-proper ships no proper.hrl: the forms used here.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(LET(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
+-include("throng_proper.hrl").
 
 -include_lib("eunit/include/eunit.hrl").
 -include("throng.hrl").

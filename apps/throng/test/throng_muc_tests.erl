@@ -6,8 +6,7 @@
 -include_lib("eunit/include/eunit.hrl").
 -include("throng.hrl").
 
-%% Debian's erlang-proper ships no proper.hrl.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
+-include("throng_proper.hrl").
 
 -define(R, throng_muc_rules).
 -define(H, throng_muc_history).

@@ -5,10 +5,7 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
-%% Debian's erlang-proper ships no proper.hrl; these are the forms used.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(BIND(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
--define(SUCHTHAT(X, Gen, Cond), proper_types:add_constraint(Gen, fun(X) -> Cond end, true)).
+-include("throng_proper.hrl").
 
 -define(HOST, <<"localhost">>).
 %% Cheap credentials for the tests that are not about the RFC examples.

@@ -4,9 +4,7 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
-%% Debian's erlang-proper ships no proper.hrl; these are the two forms used.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(BIND(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
+-include("throng_proper.hrl").
 
 prep(Chars) -> throng_saslprep:prepare(unicode:characters_to_binary(Chars)).
 

@@ -6,8 +6,7 @@
 -module(throng_tls_record_tests).
 -include_lib("eunit/include/eunit.hrl").
 
-%% Debian's erlang-proper ships no proper.hrl: the form used here.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
+-include("throng_proper.hrl").
 
 %% RFC 5869 A.1 (SHA-256, basic).
 hkdf_rfc5869_test() ->

@@ -6,11 +6,7 @@
 %%% parser's limits say otherwise (see differential/2 and docs/xml-parser.md).
 -module(throng_xml_prop_tests).
 
-%% Debian's erlang-proper ships no proper.hrl: the forms used here.
--define(FORALL(X, Gen, Prop), proper:forall(Gen, fun(X) -> Prop end)).
--define(LET(X, Gen, Expr), proper_types:bind(Gen, fun(X) -> Expr end, false)).
--define(SIZED(S, Gen), proper_types:sized(fun(S) -> Gen end)).
--define(LAZY(Gen), proper_types:lazy(fun() -> Gen end)).
+-include("throng_proper.hrl").
 
 -include_lib("eunit/include/eunit.hrl").
 -include("throng.hrl").
