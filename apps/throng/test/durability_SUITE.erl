@@ -33,7 +33,8 @@ groups() ->
                    archive_writes_survive_the_writer_killed, archive_log_is_replayed_at_start,
                    archive_half_written_tail_is_cut, archive_table_migrates_to_files,
                    archive_checkpoint_deletes_old_logs,
-                   disabled_check_failure_is_temporary | Both]},
+                   disabled_check_failure_is_temporary,
+                   session_end_with_nothing_unacked_writes_nothing | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
 init_per_group(Group, Config) ->
@@ -435,6 +436,28 @@ disabled_check_failure_is_temporary(_Config) ->
                  throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)),
     ok = meck:unload(throng_storage_mnesia),
     ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
+
+%% A session that ends with nothing unacknowledged and nothing held has
+%% nothing to re-route: its end costs no transaction and no fsync (each
+%% logout used to run an empty transaction and wait for a group fsync; in a
+%% cluster, on the database nodes).
+session_end_with_nothing_unacked_writes_nothing(_Config) ->
+    C = throng_test_client:login(<<"alice">>, <<"password">>, <<"r1">>),
+    _ = throng_test_client:iq(C, <<"get">>, {xmlel, <<"ping">>, [{<<"xmlns">>, <<"urn:xmpp:ping">>}], []}),
+    Counted = [{mnesia, sync_transaction, 1}, {throng_storage_mnesia, batch, 1},
+               {throng_mnesia_sync, sync, 0}],
+    [erlang:trace_pattern(MFA, true, [call_count]) || MFA <- Counted],
+    {ok, JID} = throng_jid:parse(throng_test_client:jid(C)),
+    Session = erlang:monitor(process, throng_sm:lookup(JID)),
+    try
+        ok = throng_test_client:close(C),
+        %% The session lingers for late messages, re-routes what it has, ends.
+        receive {'DOWN', Session, process, _, _} -> ok after 10000 -> error(session_did_not_end) end,
+        ?assertEqual([{MFA, 0} || MFA <- Counted],
+                     [{MFA, element(2, erlang:trace_info(MFA, call_count))} || MFA <- Counted])
+    after
+        [erlang:trace_pattern(MFA, false, [call_count]) || MFA <- Counted]
+    end.
 
 %% A message for an offline user while the store cannot answer gets
 %% internal-server-error back (it was not kept), and the sender's session

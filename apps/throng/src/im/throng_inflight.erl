@@ -51,11 +51,15 @@ stored(From, To, El) ->
 %% A failure is logged: the message stays kept and comes back from offline
 %% storage after a restart (delivered twice, never lost).
 -spec forget([throng_storage:inflight_key()]) -> ok.
+forget([]) ->
+    ok;
 forget(Keys) ->
     safely(inflight_forget_failed, fun() -> throng_storage:inflight_delete(Keys) end, Keys).
 
 %% @doc Returns kept messages to offline storage.
 -spec return([throng_storage:inflight_key()]) -> ok.
+return([]) ->
+    ok;
 return(Keys) ->
     safely(inflight_return_failed, fun() -> throng_storage:inflight_return(Keys) end, Keys).
 
