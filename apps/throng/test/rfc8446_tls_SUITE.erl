@@ -14,7 +14,8 @@ all() ->
     [tls13_each_suite, tls12_each_suite_rsa, tls12_each_suite_ecdsa, large_data_both_ways,
      byte_by_byte, key_update_write, key_update_read_write, close_notify_both_ways,
      tampered_record_is_fatal, old_versions_refused, cbc_suites_refused,
-     renegotiation_refused, alpn_and_exporter, resumption_with_ticket, no_openssl_state_after_handshake,
+     renegotiation_refused, alpn_and_exporter, resumption_with_ticket, one_ticket_per_handshake,
+     slow_key_handshake, no_openssl_state_after_handshake,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -37,7 +38,9 @@ init_per_suite(Config) ->
     Ec = filename:join(Dir, "ec.pem"),
     ok = make_cert(Dir, "rsa", ["-newkey", "rsa:2048"], Rsa),
     ok = make_cert(Dir, "ec", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"], Ec),
-    [{rsa, Rsa}, {ec, Ec} | Config].
+    Rsa4096 = filename:join(Dir, "rsa4096.pem"),
+    ok = make_cert(Dir, "rsa4096", ["-newkey", "rsa:4096"], Rsa4096),
+    [{rsa, Rsa}, {ec, Ec}, {rsa4096, Rsa4096} | Config].
 
 end_per_suite(_Config) ->
     ok.
@@ -200,6 +203,44 @@ resumption_with_ticket(Config) ->
                  ssl:connection_information(C2, [session_resumption])),
     echo(C2, S2, <<"resumed">>),
     stop(C2, S2).
+
+%% One ticket per handshake, full or resumed (OpenSSL's default is two):
+%% the client has a ticket to resume with, and each resumption brings the
+%% next one.
+one_ticket_per_handshake(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
+    {C1, S1} = connect(Config, rsa, Opts),
+    echo(C1, S1, <<"first">>),
+    [Ticket] = tickets(C1),
+    stop(C1, S1),
+    {C2, S2} = connect(Config, rsa, [{use_ticket, [Ticket]} | Opts]),
+    ?assertEqual({ok, [{session_resumption, true}]},
+                 ssl:connection_information(C2, [session_resumption])),
+    echo(C2, S2, <<"resumed">>),
+    ?assertMatch([_], tickets(C2)),
+    stop(C2, S2).
+
+%% The tickets the client got (manual tickets come as messages), once the
+%% records after the handshake have been read.
+tickets(_C) ->
+    timer:sleep(200),
+    tickets_received([]).
+
+tickets_received(Acc) ->
+    receive {ssl, session_ticket, T} -> tickets_received([T | Acc])
+    after 0 -> lists:reverse(Acc)
+    end.
+
+%% A key that signs slowly (RSA-4096: ~1.5 ms here) is answered on a dirty
+%% scheduler, the others on the connection's own: both complete, with TLS
+%% 1.3 and 1.2.
+slow_key_handshake(Config) ->
+    [begin
+         {C, S} = connect(Config, rsa4096, [{versions, [V]}]),
+         echo(C, S, <<"slow key">>),
+         stop(C, S)
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
+    ok.
 
 %% After the handshake the connection holds no OpenSSL object: the NIF
 %% refuses another handshake step, and the socket's state is the record
