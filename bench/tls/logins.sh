@@ -7,6 +7,13 @@
 #
 #   bench/tls/logins.sh [N] [C]       (default 500 logins per variant, 10 at a time)
 #   ITERATIONS=4096                   PBKDF2 count of the test accounts
+#   TLS_VARIANTS=1,2,10,11            only these rows of the table (1-based)
+#   TLS_LOGINS_AROUND=CMD             "CMD start" / "CMD stop" around each
+#                                     variant's measured logins (a profiler)
+#
+# Resumed variants: each user first logs in once with a full handshake
+# (not measured) and keeps the ticket it gets; the measured logins resume
+# with it, C at a time.
 #
 # Starts its own node from the release (make release): ports 25222
 # (plain TCP and STARTTLS) and 25223 (direct TLS), a fresh data directory.

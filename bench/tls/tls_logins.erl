@@ -19,7 +19,7 @@ main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
     N = list_to_integer(NS),
     C = list_to_integer(CS),
     {ok, _} = application:ensure_all_started(ssl),
-    Variants =
+    All =
         [{"plain TCP + PLAIN, first login (no TLS: the baseline)", tcp, full, plain, 2 * N + 1},
          {"plain TCP + PLAIN, again (the server's PLAIN cache)", tcp, full, plain, 2 * N + 1},
          {"STARTTLS + PLAIN, first login (PBKDF2 on the server)", starttls, full, plain, 1},
@@ -31,6 +31,11 @@ main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
          {"direct TLS, resumed (ticket) + PLAIN (cached)", direct, resumed, plain, 1},
          {"direct TLS + SASL2 FAST (HT-SHA-256-NONE) + Bind2", direct, full, fast, 1},
          {"direct TLS, resumed (ticket) + SASL2 FAST + Bind2", direct, resumed, fast, 1}],
+    %% TLS_VARIANTS=3,11,12: only those rows (1-based, in this order).
+    Variants = case os:getenv("TLS_VARIANTS", "") of
+                   "" -> All;
+                   Sel -> [lists:nth(list_to_integer(I), All) || I <- string:lexemes(Sel, ",")]
+               end,
     io:format("~-56s ~7s ~17s ~12s ~8s~n",
               ["variant", "logins", "server CPU/login", "round trips", "resumed"]),
     [run(V, Ports, OsPid, N, C) || V <- Variants],
@@ -40,18 +45,16 @@ run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
     Port = maps:get(case Kind of tcp -> starttls; _ -> Kind end, Ports),
     %% FAST needs a token per user: a SASL2 PLAIN login asks for it (not
     %% measured).
-    _ = [fetch_tokens(Port, First, N) || Auth =:= fast],
-    %% Resumption needs tickets: C logins first, one after another (two
-    %% tickets each; every resumed login brings two more). Not measured.
-    _ = [begin {S, _, _} = login(Kind, Port, Tls, Auth, First), close(S) end
-         || Tls =:= resumed, _ <- lists:seq(1, C)],
-    %% Resumed logins go one at a time: OTP 25's client ticket store crashes
-    %% when two connections ask for tickets at once (a ticket locked by the
-    %% other).
+    _ = [fetch_tokens(Kind, Port, First, N) || Auth =:= fast],
+    %% Resumption needs a ticket per user: a full login each, keeping the
+    %% ticket it brings (manual tickets, so that resumed logins can run C
+    %% at a time; OTP's automatic ticket store cannot). Not measured.
+    _ = [fetch_tickets(Port, Auth, First, N, C) || Tls =:= resumed],
+    around("start"),
     Cpu0 = cpu_ms(OsPid),
-    Results = batches(lists:seq(First, First + N - 1), case Tls of resumed -> 1; full -> C end,
-                      Kind, Port, Tls, Auth, []),
+    Results = batches(lists:seq(First, First + N - 1), C, Kind, Port, Tls, Auth, []),
     Cpu1 = cpu_ms(OsPid),
+    around("stop"),
     Trips = lists:usort([T || {_, T, _} <- Results]),
     Resumed = length([R || {_, _, true} = R <- Results]),
     [close(S) || {S, _, _} <- Results],
@@ -68,12 +71,13 @@ batches(Users, C, Kind, Port, Tls, Auth, Acc) ->
     Got = [receive {done, P, R} -> R after 60000 -> error(timeout) end || P <- Pids],
     batches(Later, C, Kind, Port, Tls, Auth, Got ++ Acc).
 
-tls_opts(full) -> [{session_tickets, disabled}];
-tls_opts(resumed) -> [{session_tickets, auto}].
+tls_opts(full, _I) -> [{session_tickets, disabled}];
+tls_opts(resumed, I) -> [{session_tickets, manual}, {use_ticket, [persistent_term:get({?MODULE, ticket, I})]}];
+tls_opts(ticket, _I) -> [{session_tickets, manual}].
 
 login(Kind, Port, Tls, Auth, I) ->
     Opts = [binary, {active, false}, {verify, verify_none}, {versions, ['tlsv1.3']},
-            {server_name_indication, "localhost"} | tls_opts(Tls)],
+            {server_name_indication, "localhost"} | tls_opts(Tls, I)],
     {S, Trips0} =
         case Kind of
             direct ->
@@ -118,24 +122,65 @@ ua(User) -> ["<user-agent id='bench-", User, "'/>"].
 
 %% One SASL2 PLAIN login per user, asking for a FAST token; kept in the
 %% process dictionary for the measured logins.
-fetch_tokens(Port, First, N) ->
+fetch_tokens(Kind, Port, First, N) ->
     [begin
          User = <<"user", (integer_to_binary(I))/binary>>,
-         {ok, S} = ssl:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {verify, verify_none},
-                                                      {versions, ['tlsv1.3']},
-                                                      {session_tickets, disabled}], 30000),
-         ok = ssl:send(S, ?HDR),
+         S = case Kind of
+                 tcp ->
+                     {ok, T} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                     {tcp, T};
+                 _ ->
+                     {ok, S0} = ssl:connect({127, 0, 0, 1}, Port,
+                                            [binary, {active, false}, {verify, verify_none},
+                                             {versions, ['tlsv1.3']}, {session_tickets, disabled}],
+                                            30000),
+                     S0
+             end,
+         ok = send(S, ?HDR),
          ok = wait_for(S, <<"</stream:features>">>),
-         ok = ssl:send(S, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='PLAIN'><initial-response>",
-                           base64:encode(<<0, User/binary, 0, "password">>), "</initial-response>",
-                           ua(User), "<request-token xmlns='urn:xmpp:fast:0' mechanism='HT-SHA-256-NONE'/>",
-                           "</authenticate>"]),
+         ok = send(S, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='PLAIN'><initial-response>",
+                       base64:encode(<<0, User/binary, 0, "password">>), "</initial-response>",
+                       ua(User), "<request-token xmlns='urn:xmpp:fast:0' mechanism='HT-SHA-256-NONE'/>",
+                       "</authenticate>"]),
          Success = recv_until(S, <<"</success>">>),
          {match, [Token]} = re:run(Success, "token='([^']+)'", [{capture, all_but_first, binary}]),
          persistent_term:put({?MODULE, token, User}, Token),
          close(S)
      end || I <- lists:seq(First, First + N - 1)],
     ok.
+
+%% A full direct-TLS login per user, C at a time, keeping the first ticket
+%% the server sends ({ssl, session_ticket, Ticket} with manual
+%% tickets).
+fetch_tickets(Port, Auth, First, N, C) ->
+    Self = self(),
+    One = fun(I) ->
+                  spawn(fun() ->
+                                {S, _, _} = login(direct, Port, ticket, Auth, I),
+                                T = receive {ssl, session_ticket, Tk} -> Tk
+                                    after 10000 -> error(no_ticket) end,
+                                persistent_term:put({?MODULE, ticket, I}, T),
+                                close(S),
+                                Self ! {ticket, self()}
+                        end)
+          end,
+    chunks(lists:seq(First, First + N - 1), C,
+           fun(Is) -> [receive {ticket, P} -> ok after 60000 -> error(timeout) end
+                       || P <- [One(I) || I <- Is]] end).
+
+%% TLS_LOGINS_AROUND="CMD": runs "CMD start" before the measured logins of
+%% each variant and "CMD stop" after them (e.g. to profile only those).
+around(What) ->
+    case os:getenv("TLS_LOGINS_AROUND", "") of
+        "" -> ok;
+        Cmd -> _ = os:cmd(Cmd ++ " " ++ What), ok
+    end.
+
+chunks([], _C, _F) -> ok;
+chunks(L, C, F) ->
+    {Now, Later} = lists:split(min(C, length(L)), L),
+    _ = F(Now),
+    chunks(Later, C, F).
 
 resumed({tcp, _}) -> false;
 resumed(S) ->
