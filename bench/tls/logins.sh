@@ -8,6 +8,8 @@
 #   bench/tls/logins.sh [N] [C]       (default 500 logins per variant, 10 at a time)
 #   ITERATIONS=4096                   PBKDF2 count of the test accounts
 #   TLS_VARIANTS=1,2,10,11            only these rows of the table (1-based)
+#   CERTFILE=path.pem                 the server's certificate (chain and key);
+#                                     default: the self-signed one it generates
 #   TLS_LOGINS_AROUND=CMD             "CMD start" / "CMD stop" around each
 #                                     variant's measured logins (a profiler)
 #
@@ -37,6 +39,7 @@ listen:
 stats:
   port: 0
 YML
+[ -z "${CERTFILE:-}" ] || echo "certfile: \"$CERTFILE\"" >> "$THRONG_CONFIG"
 cleanup() { "$rel/bin/throng" stop >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
 "$rel/bin/throng" start

@@ -18,6 +18,8 @@
  *                                 | {error, Reason, Out}
  *                                   (the ClientHello step on a dirty CPU scheduler)
  *   trim()                       -> ok   (malloc_trim: free pages to the OS)
+ *   timing()                     -> disabled | #{...}   (built with TIMING=1:
+ *                                   CPU time per handshake step, then reset)
  * A Conn is used by one process at a time (its connection's owner).
  */
 #include <string.h>
@@ -27,6 +29,26 @@
 #include <openssl/err.h>
 
 #define SECRET_MAX 64
+
+/* Built with `make -C c_src TIMING=1' (-DTHRONG_TLS_TIMING): the thread CPU
+ * time of each part of the handshakes, summed until timing() reads and
+ * resets them (bench/tls/handshake_cost.sh). Off by default: four
+ * clock_gettime calls per step. */
+#ifdef THRONG_TLS_TIMING
+#include <time.h>
+enum { T_ANSWER, T_LATER, T_INFO, T_FREE, T_N };
+static unsigned long long timing_ns[T_N];
+static unsigned long timing_done;
+static unsigned long long thread_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ULL + (unsigned long long)t.tv_nsec;
+}
+#define TIMED(slot, stmt) do { unsigned long long t0_ = thread_ns(); stmt; \
+        __atomic_add_fetch(&timing_ns[slot], thread_ns() - t0_, __ATOMIC_RELAXED); } while (0)
+#else
+#define TIMED(slot, stmt) do { stmt; } while (0)
+#endif
 /* glibc keeps what the handshakes freed (tens of KB each, interleaved
  * with what other threads hold) in its arenas instead of returning it;
  * every TRIM_EVERY finished handshakes the free pages go back to the OS
@@ -464,16 +486,19 @@ static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     if (in.size > 0 && BIO_write(rbio, in.data, (int)in.size) != (int)in.size)
         return enif_make_badarg(env);
     ERR_clear_error();
-    int r = SSL_do_handshake(c->ssl);
+    int r;
+    TIMED(c->answered ? 1 : 0, r = SSL_do_handshake(c->ssl));
     if (r == 1) {
-        ERL_NIF_TERM out = bio_out(env, wbio);
-        ERL_NIF_TERM info = done_info(env, c);
-        ERL_NIF_TERM rest = bio_out(env, rbio);
+        ERL_NIF_TERM out, info, rest;
+        TIMED(T_INFO, out = bio_out(env, wbio); info = done_info(env, c); rest = bio_out(env, rbio));
         /* What the connection costs from now on is the Erlang side's. */
-        release_ssl(c);
-        OPENSSL_cleanse(c->client_secret, SECRET_MAX);
-        OPENSSL_cleanse(c->server_secret, SECRET_MAX);
-        ended();
+        TIMED(T_FREE, release_ssl(c);
+              OPENSSL_cleanse(c->client_secret, SECRET_MAX);
+              OPENSSL_cleanse(c->server_secret, SECRET_MAX);
+              ended());
+#ifdef THRONG_TLS_TIMING
+        __atomic_add_fetch(&timing_done, 1, __ATOMIC_RELAXED);
+#endif
         return enif_make_tuple4(env, am_done, out, info, rest);
     }
     int e = SSL_get_error(c->ssl, r);
@@ -490,6 +515,25 @@ static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     release_ssl(c);
     ended();
     return enif_make_tuple3(env, am_error, parts[1], out);
+}
+
+/* timing(): the sums since the last call, in microseconds, and how many
+ * handshakes ended; `disabled' in a normal build. */
+static ERL_NIF_TERM timing(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+#ifdef THRONG_TLS_TIMING
+    static const char *names[T_N] = {"answer_us", "later_steps_us", "info_us", "free_us"};
+    ERL_NIF_TERM keys[T_N + 1], vals[T_N + 1], map;
+    for (int i = 0; i < T_N; i++) {
+        keys[i] = enif_make_atom(env, names[i]);
+        vals[i] = enif_make_double(env, __atomic_exchange_n(&timing_ns[i], 0, __ATOMIC_RELAXED) / 1e3);
+    }
+    keys[T_N] = enif_make_atom(env, "handshakes");
+    vals[T_N] = enif_make_ulong(env, __atomic_exchange_n(&timing_done, 0, __ATOMIC_RELAXED));
+    enif_make_map_from_arrays(env, keys, vals, T_N + 1, &map);
+    return map;
+#else
+    return enif_make_atom(env, "disabled");
+#endif
 }
 
 /* Returns the C heap's free pages to the OS (bin/throng gc, benchmarks). */
@@ -522,6 +566,7 @@ static ErlNifFunc funcs[] = {
     {"conn_new", 1, conn_new, 0},
     {"handshake", 2, handshake, 0},
     {"trim", 0, trim, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"timing", 0, timing, 0},
 };
 
 ERL_NIF_INIT(throng_tls_nif, funcs, load, NULL, upgrade, NULL)

@@ -4,7 +4,9 @@
 %% {@link throng_tls_record}'s.
 -module(throng_tls_nif).
 
--export([ctx_new/2, conn_new/1, handshake/2, trim/0]).
+-export([ctx_new/2, conn_new/1, handshake/2, trim/0, timing/0]).
+%% timing/0: read by bench/tls/handshake_cost.sh over the distribution.
+-ignore_xref([{timing, 0}]).
 
 -on_load(load/0).
 
@@ -66,3 +68,15 @@ handshake(_Conn, _Bytes) -> erlang:nif_error(not_loaded).
 %% measurement.
 -spec trim() -> ok.
 trim() -> erlang:nif_error(not_loaded).
+
+%% @doc With the NIF built with `TIMING=1' (bench/tls/handshake_cost.sh):
+%% the CPU time OpenSSL spent, summed over the handshakes since the last
+%% call, by part: the step that answers the ClientHello (key exchange,
+%% signature or ticket, the server's flight), the later steps (the
+%% client's Finished, the new ticket), the keys and channel-binding values
+%% handed over, and freeing the connection's OpenSSL state; and how many
+%% handshakes ended. `disabled' in a normal build.
+-spec timing() -> disabled | #{answer_us := float(), later_steps_us := float(),
+                               info_us := float(), free_us := float(),
+                               handshakes := non_neg_integer()}.
+timing() -> erlang:nif_error(not_loaded).
