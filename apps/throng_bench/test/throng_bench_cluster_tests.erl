@@ -66,7 +66,26 @@ section_test() ->
     ?assertMatch(#{nodes := 2, sessions_at_peak := 100, rss_growth_bytes := 155000,
                    bytes_per_session_at_peak := 1550, logins := 100, errors := 1,
                    messages_lost := 3}, T),
-    ?assert(close(16.0, maps:get(cpu_ms_per_login, T))).
+    ?assert(close(16.0, maps:get(cpu_ms_per_login, T))),
+    %% logout window: t=5 (after the peak row t=4, the first with no
+    %% session), 1 s: each node used 0.09 s of CPU for its 50 sessions
+    ?assertMatch(#{logouts := 50}, N1),
+    ?assert(close(1.8, maps:get(cpu_ms_per_logout, N1))),
+    ?assert(close(1.8, maps:get(cpu_ms_per_logout, N2))),
+    ?assertMatch(#{logouts := 100}, T),
+    ?assert(close(1.8, maps:get(cpu_ms_per_logout, T))).
+
+%% The logout window stops at the first row with no session; a run cut
+%% before that ends it at the last row, and counts the sessions lost so far.
+logout_window_test() ->
+    Rows = rows(),
+    Peak = lists:nth(4, Rows),
+    ?assertEqual([{lists:nth(5, Rows), 1.0}], throng_bench_cluster:logout_window(Rows, Peak)),
+    ?assertEqual([], throng_bench_cluster:logout_window(lists:sublist(Rows, 4), Peak)),
+    ?assertEqual([], throng_bench_cluster:logout_window(Rows, #{})),
+    Later = [#{t => 6.0, sessions => 0}],
+    ?assertEqual([{lists:nth(5, Rows), 1.0}],
+                 throng_bench_cluster:logout_window(Rows ++ Later, Peak)).
 
 close(A, B) -> abs(A - B) < 1.0e-9.
 

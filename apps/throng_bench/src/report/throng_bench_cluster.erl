@@ -17,11 +17,16 @@
 %%   second with a TCP connect to the last second with a login, idle seconds
 %%   inside it included, as bench/per_unit.awk does) / the logins on its
 %%   target; cluster-wide: the sum of the CPU times / all logins.
+%% - CPU per logout: a node's CPU time over the logout window (the rows
+%%   after the peak row up to the first with no session left, or the last
+%%   row; the messages of the users still online included) / the sessions
+%%   its target lost over it; cluster-wide: the sum / all sessions lost.
 %%
 %% Pure functions of the summary's inputs, so tested without a server.
 -module(throng_bench_cluster).
 
--export([section/4, login_window/1, login_window_cpu_s/2, table/1, nodes_csv_columns/0, nodes_csv_lines/1]).
+-export([section/4, login_window/1, logout_window/2, login_window_cpu_s/2, table/1,
+         nodes_csv_columns/0, nodes_csv_lines/1]).
 
 %% @doc The section, or undefined for a run against one server.
 %% Targets: the target labels; Servers0: [{Pid, SampleBeforeRun}];
@@ -42,12 +47,16 @@ section(N, Targets, Servers0, #{counters := C} = Last, Rows) ->
                _ -> throng_bench_summary:peak_row(sessions, Rows)
            end,
     Window = login_window(Rows),
-    Nodes = [node(I, nth(I, Targets), nth(I, Servers0), nth(I, PerTarget), Peak, Rows, Window)
+    Out = logout_window(Rows, Peak),
+    Nodes = [node(I, nth(I, Targets), nth(I, Servers0), nth(I, PerTarget), Peak, Rows,
+                  {Window, Out})
              || I <- lists:seq(1, N)],
     Growths = [G || #{rss_growth_bytes := G} <- Nodes, is_integer(G)],
     Sampled = length(Growths) =:= length(Servers0) andalso Growths =/= [],
     SessionsPeak = maps:get(sessions, Peak, 0),
     Cpu = [X || #{cpu_s_login_window := X} <- Nodes, is_number(X)],
+    CpuOut = [X || #{cpu_s_logout_window := X} <- Nodes, is_number(X)],
+    Logouts = logouts(fun(R) -> maps:get(sessions, R, undefined) end, Peak, Out),
     Logins = maps:get(logins, C, 0),
     #{nodes => Nodes,
       total => #{nodes => N,
@@ -68,9 +77,23 @@ section(N, Targets, Servers0, #{counters := C} = Last, Rows) ->
                                                   false -> undefined
                                               end,
                  cpu_s_login_window => sum_or_undefined(Cpu),
-                 cpu_ms_per_login => per_login(sum_or_undefined(Cpu), Logins)}}.
+                 cpu_ms_per_login => per_login(sum_or_undefined(Cpu), Logins),
+                 logouts => Logouts,
+                 cpu_s_logout_window => sum_or_undefined(CpuOut),
+                 cpu_ms_per_logout => per_login(sum_or_undefined(CpuOut), Logouts)}}.
 
-node(I, Target, Server, Counts, Peak, Rows, Window) ->
+%% The sessions lost over the logout window: at the peak row, less at the
+%% window's last row.
+logouts(_Sessions, _Peak, []) ->
+    0;
+logouts(Sessions, Peak, Out) ->
+    {Last, _} = lists:last(Out),
+    case {Sessions(Peak), Sessions(Last)} of
+        {P, L} when is_integer(P), is_integer(L), P > L -> P - L;
+        _ -> 0
+    end.
+
+node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
     Ix = I - 1,
     Sessions = fun(R) -> case nth(I, maps:get(targets, R, [])) of
                              #{sessions := S} -> S;
@@ -105,6 +128,7 @@ node(I, Target, Server, Counts, Peak, Rows, Window) ->
                              false -> undefined
                          end,
                 CpuS = login_window_cpu_s(Window, fun(R) -> node_value(Ix, cpu, R) end),
+                CpuOut = login_window_cpu_s(Out, fun(R) -> node_value(Ix, cpu, R) end),
                 #{server_pid => Pid,
                   rss_start_bytes => Start,
                   rss_max_bytes => max_or_undefined([V || {_, V} <- RssRows]),
@@ -112,16 +136,21 @@ node(I, Target, Server, Counts, Peak, Rows, Window) ->
                   rss_low_before_peak_bytes => Low,
                   rss_growth_bytes => Growth,
                   cpu_mean_pct => mean([node_value(Ix, cpu, R) || R <- Rows]),
-                  cpu_s_login_window => CpuS}
+                  cpu_s_login_window => CpuS,
+                  cpu_s_logout_window => CpuOut}
         end,
     Both = case {TargetPart, ServerPart} of
-               {#{sessions_at_peak := S, logins := L}, #{rss_growth_bytes := G, cpu_s_login_window := Cs}} ->
+               {#{sessions_at_peak := S, logins := L},
+                #{rss_growth_bytes := G, cpu_s_login_window := Cs, cpu_s_logout_window := Co}} ->
+                   Logouts = logouts(Sessions, Peak, Out),
                    #{bytes_per_session_at_peak => case is_integer(G) andalso is_integer(S)
                                                       andalso S > 0 of
                                                       true -> round(G / S);
                                                       false -> undefined
                                                   end,
-                     cpu_ms_per_login => per_login(Cs, L)};
+                     cpu_ms_per_login => per_login(Cs, L),
+                     logouts => Logouts,
+                     cpu_ms_per_logout => per_login(Co, Logouts)};
                _ -> #{}
            end,
     maps:merge(maps:merge(#{node => I, target => Target}, TargetPart),
@@ -151,6 +180,21 @@ login_window(Rows) ->
                                            lists:reverse(From))),
     [{R, maps:get(t, R) - T0} || {R, T0} <- Window].
 
+%% @doc The rows after the peak row (the last with the most sessions) up to
+%% the first with no session left, or the last row: the users leaving,
+%% each row with the seconds it covers.
+-spec logout_window([map()], map()) -> [{map(), number()}].
+logout_window(Rows, Peak) ->
+    case maps:get(t, Peak, undefined) of
+        undefined -> [];
+        PeakT ->
+            Timed = lists:zip(Rows, [0 | [maps:get(t, R) || R <- lists:droplast(Rows)]]),
+            After = [RT || {R, _} = RT <- Timed, maps:get(t, R) > PeakT],
+            {Leaving, Rest} = lists:splitwith(fun({R, _}) -> maps:get(sessions, R, 0) > 0 end,
+                                              After),
+            [{R, maps:get(t, R) - T0} || {R, T0} <- Leaving ++ lists:sublist(Rest, 1)]
+    end.
+
 positive(K, R) ->
     case maps:get(K, R, 0) of
         V when is_number(V) -> V > 0;
@@ -174,7 +218,7 @@ per_login(_, _) -> undefined.
 -spec table(map()) -> iodata().
 table(#{nodes := Nodes, total := T}) ->
     Head = ["node", "target", "server pid", "sessions", "logins", "failed", "lost msgs",
-            "RSS growth", "B/session", "CPU ms/login", "CPU mean %"],
+            "RSS growth", "B/session", "CPU ms/login", "CPU ms/logout", "CPU mean %"],
     Cells = fun(R) ->
                     [fmt(maps:get(target, R, undefined)), fmt(maps:get(server_pid, R, undefined)),
                      fmt(maps:get(sessions_at_peak, R, undefined)), fmt(maps:get(logins, R, undefined)),
@@ -182,6 +226,7 @@ table(#{nodes := Nodes, total := T}) ->
                      bytes(maps:get(rss_growth_bytes, R, undefined)),
                      fmt(maps:get(bytes_per_session_at_peak, R, undefined)),
                      fmt(maps:get(cpu_ms_per_login, R, undefined)),
+                     fmt(maps:get(cpu_ms_per_logout, R, undefined)),
                      fmt(maps:get(cpu_mean_pct, R, undefined))]
             end,
     Lines = [Head]

@@ -102,7 +102,7 @@ cluster_table(#{nodes := Nodes, total := T}) ->
     Cols = [{sessions_at_peak, "sessions"}, {logins, "logins"}, {failed, "failed"},
             {messages_lost, "lost msgs"}, {rss_growth_bytes, "RSS growth"},
             {bytes_per_session_at_peak, "B/session"}, {cpu_ms_per_login, "CPU ms/login"},
-            {cpu_mean_pct, "CPU mean %"}],
+            {cpu_ms_per_logout, "CPU ms/logout"}, {cpu_mean_pct, "CPU mean %"}],
     Cells = fun(R) -> [case {K, maps:get(K, R, undefined)} of
                            {rss_growth_bytes, V} when is_integer(V), V >= 0 ->
                                throng_bench_units:format_bytes(V);
@@ -219,6 +219,7 @@ key_figures(Summary) ->
               {"cluster: server memory per session (B)",
                <<"cluster.total.bytes_per_session_at_peak">>},
               {"cluster: server CPU per login (ms)", <<"cluster.total.cpu_ms_per_login">>},
+              {"cluster: server CPU per logout (ms)", <<"cluster.total.cpu_ms_per_logout">>},
               {"response p50 / p99 (ms)", [<<"latency_ms.response.p50">>,
                                            <<"latency_ms.response.p99">>]},
               {"server CPU mean / max (% of a core)", [<<"server.cpu_mean_pct">>,
