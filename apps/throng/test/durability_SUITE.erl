@@ -34,7 +34,8 @@ groups() ->
                    archive_half_written_tail_is_cut, archive_table_migrates_to_files,
                    archive_checkpoint_deletes_old_logs,
                    disabled_check_failure_is_temporary,
-                   session_end_with_nothing_unacked_writes_nothing | Both]},
+                   session_end_with_nothing_unacked_writes_nothing,
+                   logout_records_last_activity_without_a_sync | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
 
 init_per_group(Group, Config) ->
@@ -455,6 +456,29 @@ session_end_with_nothing_unacked_writes_nothing(_Config) ->
         receive {'DOWN', Session, process, _, _} -> ok after 10000 -> error(session_did_not_end) end,
         ?assertEqual([{MFA, 0} || MFA <- Counted],
                      [{MFA, element(2, erlang:trace_info(MFA, call_count))} || MFA <- Counted])
+    after
+        [erlang:trace_pattern(MFA, false, [call_count]) || MFA <- Counted]
+    end.
+
+%% A logout (a session that ends while available) records the time for
+%% XEP-0012 without waiting for the disk: no transaction, no fsync; the
+%% time is there at once.
+logout_records_last_activity_without_a_sync(_Config) ->
+    C = throng_test_client:login(<<"alice">>, <<"password">>, <<"r1">>),
+    ok = throng_test_client:send(C, throng_test_client:presence([])),
+    {ok, JID} = throng_jid:parse(throng_test_client:jid(C)),
+    ok = throng_ct:wait_until(fun() -> throng_sm:available({<<"alice">>, ?S}) =/= [] end, 5000),
+    Session = erlang:monitor(process, throng_sm:lookup(JID)),
+    Counted = [{mnesia, sync_transaction, 1}, {throng_mnesia_sync, sync, 0}],
+    [erlang:trace_pattern(MFA, true, [call_count]) || MFA <- Counted],
+    Before = erlang:system_time(second),
+    try
+        ok = throng_test_client:close(C),
+        receive {'DOWN', Session, process, _, _} -> ok after 10000 -> error(session_did_not_end) end,
+        ?assertEqual([{MFA, 0} || MFA <- Counted],
+                     [{MFA, element(2, erlang:trace_info(MFA, call_count))} || MFA <- Counted]),
+        {ok, {At, <<>>}} = throng_storage:kv_get(last_activity, {<<"alice">>, ?S}),
+        ?assert(At >= Before)
     after
         [erlang:trace_pattern(MFA, false, [call_count]) || MFA <- Counted]
     end.

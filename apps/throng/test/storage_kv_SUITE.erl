@@ -16,7 +16,8 @@ all() ->
 
 groups() ->
     throng_ct:backend_groups([put_get_delete, buckets_are_separate, keys_of_a_bucket,
-                              keys_are_any_term, values_survive_restart]).
+                              keys_are_any_term, values_survive_restart,
+                              put_soon_is_read_back_and_kept]).
 
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
@@ -83,3 +84,17 @@ values_survive_restart(_Config) ->
     ?assertEqual({ok, {1, <<"one">>}}, ?KV:kv_get(mod_a, kept)),
     ?assertEqual(not_found, ?KV:kv_get(mod_a, gone)),
     ?assertEqual([kept], ?KV:kv_keys(mod_a)).
+
+%% kv_put_soon does not wait for the disk, but its writer reads the value
+%% back at once, a later put_soon or put replaces it, and after a clean
+%% restart (the store flushed) it is still there.
+put_soon_is_read_back_and_kept(_Config) ->
+    ok = ?KV:kv_put_soon(mod_a, k, 1),
+    ?assertEqual({ok, 1}, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_put_soon(mod_a, k, 2),
+    ?assertEqual({ok, 2}, ?KV:kv_get(mod_a, k)),
+    ok = ?KV:kv_put(mod_a, k, 3),
+    ok = ?KV:kv_put_soon(mod_a, k, {4, <<"four">>}),
+    ?assertEqual({ok, {4, <<"four">>}}, ?KV:kv_get(mod_a, k)),
+    throng_ct:restart(),
+    ?assertEqual({ok, {4, <<"four">>}}, ?KV:kv_get(mod_a, k)).

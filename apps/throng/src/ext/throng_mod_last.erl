@@ -14,8 +14,10 @@
 %% (hook on stanzas about to be delivered).</li>
 %% </ul>
 %% The time is recorded when a session sends unavailable presence or ends
-%% while available — one durable write per logout — and forgotten when the
-%% account is removed.
+%% while available — one write per logout, not waited on ({@link
+%% throng_storage:kv_put_soon/3}: no fsync, no round trip to the database
+%% nodes; a crash right after may lose it, and the user's last activity is
+%% then the one before) — and forgotten when the account is removed.
 -module(throng_mod_last).
 -behaviour(throng_ext).
 
@@ -150,4 +152,4 @@ user_removed(ok, #{user := U, server := S}) ->
     throng_storage:kv_delete(?BUCKET, {U, S}).
 
 record(U, S, Status) ->
-    throng_storage:kv_put(?BUCKET, {U, S}, {erlang:system_time(second), binary:copy(Status)}).
+    throng_storage:kv_put_soon(?BUCKET, {U, S}, {erlang:system_time(second), binary:copy(Status)}).

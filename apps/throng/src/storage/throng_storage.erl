@@ -67,7 +67,7 @@
 %% API used by tests and operators: messages in flight, and moving those of
 %% dead sessions back to offline storage without a restart.
 -ignore_xref([{inflight_count, 0}, {inflight_recover, 1}]).
--export([kv_get/2, kv_put/3, kv_delete/2, kv_keys/1]).
+-export([kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
 -export([mam_store/3, mam_query/5, mam_count/3, mam_count/4, mam_delete_user/2, mam_expire/3]).
@@ -125,6 +125,9 @@
 -callback kv_get(bucket(), Key :: term()) -> {ok, Value :: term()} | not_found.
 %% Creates or replaces the value of Key.
 -callback kv_put(bucket(), Key :: term(), Value :: term()) -> ok.
+%% The same, returning without waiting for the value to be durable (on disk,
+%% on the database nodes): a crash soon after may lose it.
+-callback kv_put_soon(bucket(), Key :: term(), Value :: term()) -> ok.
 %% Removes Key (ok also when it was absent).
 -callback kv_delete(bucket(), Key :: term()) -> ok.
 %% Every key of the bucket, in no order; may scan everything (not for a hot path).
@@ -260,6 +263,15 @@ kv_get(B, K) -> (backend()):kv_get(B, K).
 %% @doc Stores Value under Key in Bucket (replacing any); durable when it returns.
 -spec kv_put(bucket(), term(), term()) -> ok.
 kv_put(B, K, V) -> (backend()):kv_put(B, K, V).
+
+%% @doc Stores Value under Key in Bucket (replacing any), without waiting
+%% for it to be durable: a later read sees it, but a crash of the machine or
+%% of a database node soon after may lose it. For values whose loss is
+%% harmless and which are written often (the time of a logout): it spares
+%% the writer an fsync and, in a cluster, the round trips to the database
+%% nodes.
+-spec kv_put_soon(bucket(), term(), term()) -> ok.
+kv_put_soon(B, K, V) -> (backend()):kv_put_soon(B, K, V).
 
 %% @doc Removes Key from Bucket (ok also when absent); durable when it returns.
 -spec kv_delete(bucket(), term()) -> ok.

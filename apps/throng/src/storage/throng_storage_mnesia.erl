@@ -24,7 +24,7 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
-         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
+         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
          mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -733,6 +733,13 @@ kv_get(Bucket, Key) when is_atom(Bucket) ->
 -spec kv_put(atom(), term(), term()) -> ok.
 kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
     tx(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end).
+
+%% A dirty write sent to the table's nodes without waiting for them (nor
+%% for the log's fsync); the writer's own later reads see it (they go to
+%% the same nodes after it).
+-spec kv_put_soon(atom(), term(), term()) -> ok.
+kv_put_soon(Bucket, Key, Value) when is_atom(Bucket) ->
+    activity(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end).
 
 -spec kv_delete(atom(), term()) -> ok.
 kv_delete(Bucket, Key) when is_atom(Bucket) ->

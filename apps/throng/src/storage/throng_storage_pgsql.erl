@@ -47,7 +47,7 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0,
-         kv_get/2, kv_put/3, kv_delete/2, kv_keys/1,
+         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
          mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
@@ -448,6 +448,15 @@ kv_get(Bucket, Key) when is_atom(Bucket) ->
 -spec kv_put(atom(), term(), term()) -> ok.
 kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
     {count, 1} = write(kv_put, [atom_to_binary(Bucket), key(Key), term_to_binary(Value)]),
+    ok.
+
+%% The commit does not wait for the server's WAL flush
+%% (synchronous_commit off for this transaction).
+-spec kv_put_soon(atom(), term(), term()) -> ok.
+kv_put_soon(Bucket, Key, Value) when is_atom(Bucket) ->
+    transaction(fun() -> {count, 1} = write(kv_put, [atom_to_binary(Bucket), key(Key),
+                                                     term_to_binary(Value)])
+                end, #{wait => false}),
     ok.
 
 -spec kv_delete(atom(), term()) -> ok.
