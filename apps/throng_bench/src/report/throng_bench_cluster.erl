@@ -27,6 +27,8 @@
 
 -export([section/4, login_window/1, logout_window/2, login_window_cpu_s/2, table/1,
          nodes_csv_columns/0, nodes_csv_lines/1]).
+%% logout_window/2: section/4 uses it; exported for its EUnit test.
+-ignore_xref([{logout_window, 2}]).
 
 %% @doc The section, or undefined for a run against one server.
 %% Targets: the target labels; Servers0: [{Pid, SampleBeforeRun}];
