@@ -67,7 +67,8 @@ spec() ->
       certfile =>
           #{type => path, default => <<>>,
             doc => "PEM certificate chain for STARTTLS. Empty: a self-signed certificate "
-                   "for the first host is generated in DATA_DIR on first start and reused."},
+                   "(ECDSA P-256) for the first host is generated in DATA_DIR on first "
+                   "start and reused."},
       keyfile =>
           #{type => path, default => <<>>,
             doc => "PEM private key for certfile. Empty: the key generated with the "
