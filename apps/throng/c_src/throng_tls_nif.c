@@ -16,7 +16,8 @@
  *   conn_new(Ctx)                -> Conn
  *   handshake(Conn, Bytes)       -> {more, Out} | {done, Out, Info, Rest}
  *                                 | {error, Reason, Out}
- *                                   (the ClientHello step on a dirty CPU scheduler)
+ *                                   (the ClientHello step on a dirty CPU scheduler
+ *                                    only for a slow key: see handshake() below)
  *   trim()                       -> ok   (malloc_trim: free pages to the OS)
  *   timing()                     -> disabled | #{...}   (built with TIMING=1:
  *                                   CPU time per handshake step, then reset)
