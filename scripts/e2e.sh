@@ -280,6 +280,9 @@ if grep -q "stopped on request" "$WORK/study-stopped.log" && [ "$made" -eq 1 ]; 
 else
     fail "throng-bench study STOP: $made run(s) made: $(tail -5 "$WORK/study-stopped.log")"
 fi
+# (out is cleared: on a failure before the check below sets it, the message
+# must be the study's log, not what an earlier check left in out.)
+out=
 if "$ROOT/bin/throng-bench" study --design "$WORK/study.yml" --out "$WORK/study" --no-progress \
         > "$WORK/study.log" 2>&1 &&
    grep -q "1 of 4 runs already made" "$WORK/study.log" &&
