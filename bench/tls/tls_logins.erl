@@ -52,7 +52,8 @@ run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
     _ = [fetch_tickets(Port, Auth, First, N, C) || Tls =:= resumed],
     around("start"),
     Cpu0 = cpu_ms(OsPid),
-    Results = batches(lists:seq(First, First + N - 1), C, Kind, Port, Tls, Auth, []),
+    Results = in_parallel(lists:seq(First, First + N - 1), C,
+                          fun(I) -> login(Kind, Port, Tls, Auth, I) end),
     Cpu1 = cpu_ms(OsPid),
     around("stop"),
     Trips = lists:usort([T || {_, T, _} <- Results]),
@@ -61,15 +62,6 @@ run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
     io:format("~-56s ~7b ~14.3f ms ~12w ~7.1f%~n",
               [Label, length(Results), (Cpu1 - Cpu0) / N, Trips, 100 * Resumed / N]),
     timer:sleep(1000).
-
-batches([], _C, _Kind, _Port, _Tls, _Auth, Acc) ->
-    Acc;
-batches(Users, C, Kind, Port, Tls, Auth, Acc) ->
-    {Now, Later} = lists:split(min(C, length(Users)), Users),
-    Self = self(),
-    Pids = [spawn(fun() -> Self ! {done, self(), login(Kind, Port, Tls, Auth, I)} end) || I <- Now],
-    Got = [receive {done, P, R} -> R after 60000 -> error(timeout) end || P <- Pids],
-    batches(Later, C, Kind, Port, Tls, Auth, Got ++ Acc).
 
 tls_opts(full, _I) -> [{session_tickets, disabled}];
 tls_opts(resumed, I) -> [{session_tickets, manual}, {use_ticket, [persistent_term:get({?MODULE, ticket, I})]}];
@@ -153,20 +145,15 @@ fetch_tokens(Kind, Port, First, N) ->
 %% the server sends ({ssl, session_ticket, Ticket} with manual
 %% tickets).
 fetch_tickets(Port, Auth, First, N, C) ->
-    Self = self(),
-    One = fun(I) ->
-                  spawn(fun() ->
-                                {S, _, _} = login(direct, Port, ticket, Auth, I),
-                                T = receive {ssl, session_ticket, Tk} -> Tk
-                                    after 10000 -> error(no_ticket) end,
-                                persistent_term:put({?MODULE, ticket, I}, T),
-                                close(S),
-                                Self ! {ticket, self()}
-                        end)
-          end,
-    chunks(lists:seq(First, First + N - 1), C,
-           fun(Is) -> [receive {ticket, P} -> ok after 60000 -> error(timeout) end
-                       || P <- [One(I) || I <- Is]] end).
+    _ = in_parallel(lists:seq(First, First + N - 1), C,
+                    fun(I) ->
+                            {S, _, _} = login(direct, Port, ticket, Auth, I),
+                            T = receive {ssl, session_ticket, Tk} -> Tk
+                                after 10000 -> error(no_ticket) end,
+                            persistent_term:put({?MODULE, ticket, I}, T),
+                            close(S)
+                    end),
+    ok.
 
 %% TLS_LOGINS_AROUND="CMD": runs "CMD start" before the measured logins of
 %% each variant and "CMD stop" after them (e.g. to profile only those).
@@ -176,11 +163,16 @@ around(What) ->
         Cmd -> _ = os:cmd(Cmd ++ " " ++ What), ok
     end.
 
-chunks([], _C, _F) -> ok;
-chunks(L, C, F) ->
-    {Now, Later} = lists:split(min(C, length(L)), L),
-    _ = F(Now),
-    chunks(Later, C, F).
+%% Fun(Item) for every item, each in a process of its own, C at a time;
+%% the results, in no particular order.
+in_parallel([], _C, _Fun) ->
+    [];
+in_parallel(Items, C, Fun) ->
+    {Now, Later} = lists:split(min(C, length(Items)), Items),
+    Self = self(),
+    Pids = [spawn(fun() -> Self ! {done, self(), Fun(I)} end) || I <- Now],
+    Got = [receive {done, P, R} -> R after 60000 -> error(timeout) end || P <- Pids],
+    Got ++ in_parallel(Later, C, Fun).
 
 resumed({tcp, _}) -> false;
 resumed(S) ->

@@ -35,9 +35,9 @@
  * time of each part of the handshakes, summed until timing() reads and
  * resets them (bench/tls/handshake_cost.sh). Off by default: four
  * clock_gettime calls per step. */
+enum { T_ANSWER, T_LATER, T_INFO, T_FREE, T_N };
 #ifdef THRONG_TLS_TIMING
 #include <time.h>
-enum { T_ANSWER, T_LATER, T_INFO, T_FREE, T_N };
 static unsigned long long timing_ns[T_N];
 static unsigned long timing_done;
 static unsigned long long thread_ns(void) {
@@ -488,7 +488,7 @@ static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         return enif_make_badarg(env);
     ERR_clear_error();
     int r;
-    TIMED(c->answered ? 1 : 0, r = SSL_do_handshake(c->ssl));
+    TIMED(c->answered ? T_LATER : T_ANSWER, r = SSL_do_handshake(c->ssl));
     if (r == 1) {
         ERL_NIF_TERM out, info, rest;
         TIMED(T_INFO, out = bio_out(env, wbio); info = done_info(env, c); rest = bio_out(env, rbio));

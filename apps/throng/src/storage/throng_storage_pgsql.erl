@@ -453,11 +453,8 @@ kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
 %% The commit does not wait for the server's WAL flush
 %% (synchronous_commit off for this transaction).
 -spec kv_put_soon(atom(), term(), term()) -> ok.
-kv_put_soon(Bucket, Key, Value) when is_atom(Bucket) ->
-    transaction(fun() -> {count, 1} = write(kv_put, [atom_to_binary(Bucket), key(Key),
-                                                     term_to_binary(Value)])
-                end, #{wait => false}),
-    ok.
+kv_put_soon(Bucket, Key, Value) ->
+    transaction(fun() -> kv_put(Bucket, Key, Value) end, #{wait => false}).
 
 -spec kv_delete(atom(), term()) -> ok.
 kv_delete(Bucket, Key) when is_atom(Bucket) ->

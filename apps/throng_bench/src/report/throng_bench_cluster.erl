@@ -79,10 +79,10 @@ section(N, Targets, Servers0, #{counters := C} = Last, Rows) ->
                                                   false -> undefined
                                               end,
                  cpu_s_login_window => sum_or_undefined(Cpu),
-                 cpu_ms_per_login => per_login(sum_or_undefined(Cpu), Logins),
+                 cpu_ms_per_login => per_unit(sum_or_undefined(Cpu), Logins),
                  logouts => Logouts,
                  cpu_s_logout_window => sum_or_undefined(CpuOut),
-                 cpu_ms_per_logout => per_login(sum_or_undefined(CpuOut), Logouts)}}.
+                 cpu_ms_per_logout => per_unit(sum_or_undefined(CpuOut), Logouts)}}.
 
 %% The sessions lost over the logout window: at the peak row, less at the
 %% window's last row.
@@ -150,9 +150,9 @@ node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
                                                       true -> round(G / S);
                                                       false -> undefined
                                                   end,
-                     cpu_ms_per_login => per_login(Cs, L),
+                     cpu_ms_per_login => per_unit(Cs, L),
                      logouts => Logouts,
-                     cpu_ms_per_logout => per_login(Co, Logouts)};
+                     cpu_ms_per_logout => per_unit(Co, Logouts)};
                _ -> #{}
            end,
     maps:merge(maps:merge(#{node => I, target => Target}, TargetPart),
@@ -174,13 +174,10 @@ node_value(Ix, K, R) ->
 %% @doc The rows from the first with a TCP connect to the last with a
 %% login, each with the seconds it covers.
 -spec login_window([map()]) -> [{map(), number()}].
-login_window([]) -> [];
 login_window(Rows) ->
-    Timed = lists:zip(Rows, [0 | [maps:get(t, R) || R <- lists:droplast(Rows)]]),
-    From = lists:dropwhile(fun({R, _}) -> not positive(connects_s, R) end, Timed),
-    Window = lists:reverse(lists:dropwhile(fun({R, _}) -> not positive(logins_s, R) end,
-                                           lists:reverse(From))),
-    [{R, maps:get(t, R) - T0} || {R, T0} <- Window].
+    From = lists:dropwhile(fun({R, _}) -> not positive(connects_s, R) end, timed(Rows)),
+    lists:reverse(lists:dropwhile(fun({R, _}) -> not positive(logins_s, R) end,
+                                  lists:reverse(From))).
 
 %% @doc The rows after the peak row (the last with the most sessions) up to
 %% the first with no session left, or the last row: the users leaving,
@@ -190,12 +187,18 @@ logout_window(Rows, Peak) ->
     case maps:get(t, Peak, undefined) of
         undefined -> [];
         PeakT ->
-            Timed = lists:zip(Rows, [0 | [maps:get(t, R) || R <- lists:droplast(Rows)]]),
-            After = [RT || {R, _} = RT <- Timed, maps:get(t, R) > PeakT],
+            After = [RT || {R, _} = RT <- timed(Rows), maps:get(t, R) > PeakT],
             {Leaving, Rest} = lists:splitwith(fun({R, _}) -> maps:get(sessions, R, 0) > 0 end,
                                               After),
-            [{R, maps:get(t, R) - T0} || {R, T0} <- Leaving ++ lists:sublist(Rest, 1)]
+            Leaving ++ lists:sublist(Rest, 1)
     end.
+
+%% Each row with the seconds it covers (since the row before; the first
+%% since 0).
+timed([]) -> [];
+timed(Rows) ->
+    lists:zipwith(fun(R, T0) -> {R, maps:get(t, R) - T0} end,
+                  Rows, [0 | [maps:get(t, R) || R <- lists:droplast(Rows)]]).
 
 positive(K, R) ->
     case maps:get(K, R, 0) of
@@ -213,8 +216,9 @@ login_window_cpu_s(Window, Cpu) ->
         Vs -> lists:sum([V / 100 * Dt || {V, Dt} <- Vs])
     end.
 
-per_login(CpuS, Logins) when is_number(CpuS), Logins > 0 -> CpuS * 1000 / Logins;
-per_login(_, _) -> undefined.
+%% CPU ms per login (or logout).
+per_unit(CpuS, N) when is_number(CpuS), N > 0 -> CpuS * 1000 / N;
+per_unit(_, _) -> undefined.
 
 %% @doc The per-node and cluster-wide table, as text.
 -spec table(map()) -> iodata().
