@@ -42,6 +42,7 @@ init(top) ->
         [#{id => throng_table_owner,
            start => {throng_table_owner, start_link,
                      [[{throng_sm, init, []}, {throng_caps, init, []}, {throng_dir, init_table, []},
+                       {throng_kv_filter, init, []},
                        {throng_metrics, init_hot_queues, []},
                        {throng_tables, create, []}]]}},
          #{id => throng_services_sup, start => {?MODULE, start_services, []},

@@ -25,7 +25,8 @@ all() ->
      roster_push_to_every_resource, offline_when_last_resource_leaves,
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
-     vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node].
+     vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
+     blocklists_across_a_restart].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -429,6 +430,57 @@ stopped_db_node_comes_back(Config) ->
     B = online(<<"bob">>, <<"b">>, N1),
     wait_for(A, fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"bob@localhost/b">> end),
     [?C:close(X) || X <- [A, B]].
+
+%% XEP-0191 for users with no session on the node that checks: node 3
+%% stops and starts again while users on node 2 write blocklists. Every
+%% list is in node 3's filter once it is trusted, whether it was written
+%% before node 3 stopped, while it was away or coming back (the filter's
+%% scan, or the broadcast), or after; a user on node 3 is refused by each
+%% of them while they are offline. Users without a list cost node 3 no
+%% store read.
+blocklists_across_a_restart(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    Users = [<<"u", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 20)],
+    [ok = erpc:call(N1, throng_ct, register, [U, <<"password">>]) || U <- Users ++ [<<"dave">>]],
+    BlockCarol = fun(U) ->
+                         C = login(U, <<"w">>, N2),
+                         R = ?C:iq(C, <<"set">>, #xmlel{name = <<"block">>,
+                                                       attrs = [{<<"xmlns">>, <<"urn:xmpp:blocking">>}],
+                                                       children = [#xmlel{name = <<"item">>,
+                                                                          attrs = [{<<"jid">>, <<"carol@localhost">>}]}]}),
+                         <<"result">> = throng_xml:attr(<<"type">>, R),
+                         ?C:close(C)
+                 end,
+    BlockCarol(<<"alice">>),
+    ok = erpc:call(N3, application, stop, [throng]),
+    Parent = self(),
+    Writer = spawn_link(fun() -> [BlockCarol(U) || U <- Users], Parent ! {written, self()} end),
+    {ok, _} = erpc:call(N3, application, ensure_all_started, [throng]),
+    wait_members(Nodes),
+    %% The first question starts node 3's build, while the writer writes.
+    _ = erpc:call(N3, throng_kv_filter, maybe, [blocking, {<<"nobody">>, <<"localhost">>}]),
+    wait_until(fun() -> erpc:call(N3, throng_kv_filter, ready, [blocking]) end),
+    receive {written, Writer} -> ok after 60000 -> error(writer_late) end,
+    BlockCarol(<<"bob">>),
+    Blockers = [<<"alice">>, <<"bob">> | Users],
+    ?assertEqual(lists:sort([{U, <<"localhost">>} || U <- Blockers]),
+                 lists:sort(erpc:call(N1, throng_storage, kv_keys, [blocking]))),
+    ?assert(erpc:call(N3, throng_kv_filter, ready, [blocking])),
+    ?assertEqual([], [U || U <- Blockers,
+                           not erpc:call(N3, throng_kv_filter, maybe, [blocking, {U, <<"localhost">>}])]),
+    C = online(<<"carol">>, <<"c">>, N3),
+    ?C:flush(C),
+    [begin
+         ?C:send(C, ?C:message(<<U/binary, "@localhost">>, <<"chat">>, <<"hi">>)),
+         E = ?C:recv_stanza(C),
+         ?assertEqual({U, <<"error">>}, {U, throng_xml:attr(<<"type">>, E)})
+     end || U <- Blockers],
+    MFA = {throng_mod_blocking, read, 1},
+    1 = erpc:call(N3, erlang, trace_pattern, [MFA, true, [call_count]]),
+    ?C:send(C, ?C:message(<<"dave@localhost">>, <<"chat">>, <<"stored">>)),
+    wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"dave">>, <<"localhost">>]) =:= 1 end),
+    ?assertEqual({call_count, 0}, erpc:call(N3, erlang, trace_info, [MFA, call_count])),
+    ?C:close(C).
 
 %% In the node: drop the connections to Nodes (what a netsplit does).
 cut_off(Nodes) ->

@@ -75,3 +75,17 @@ holder_under_other_members_test() ->
     US = {<<"x">>, <<"h">>},
     ?assertEqual(with_members(Ms, fun() -> throng_members:holder(US, hd(Ms)) end),
                  throng_members:holder(US, hd(Ms), Ms)).
+
+%% The epoch counts the changes of the member list, not the calls.
+epoch_counts_changes_test() ->
+    with_members([node()], fun() ->
+        E0 = throng_members:epoch(),
+        ok = throng_members:set([]),
+        ?assertEqual(E0, throng_members:epoch()),
+        ok = throng_members:set(['other@h']),
+        ?assertEqual(E0 + 1, throng_members:epoch()),
+        ok = throng_members:set(['other@h']),
+        ?assertEqual(E0 + 1, throng_members:epoch()),
+        ok = throng_members:set([]),
+        ?assertEqual(E0 + 2, throng_members:epoch())
+    end).

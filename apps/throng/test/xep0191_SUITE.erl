@@ -22,7 +22,8 @@ all() ->
      iq_from_blocked, presence_hidden_both_ways, unblock_sends_presence,
      subscription_request_from_blocked_dropped, offline_message_from_blocked_refused,
      others_cannot_read_the_list, limit, survives_restart, removed_account_forgotten,
-     full_jid_item_blocks_one_resource].
+     full_jid_item_blocks_one_resource, users_without_a_list_cost_no_read,
+     block_made_after_the_filter_is_enforced, filter_not_trusted_after_a_member_change].
 
 init_per_testcase(limit, Config) ->
     throng_ct:start(Config, #{modules => #{blocking => #{max_items => 2}}}),
@@ -332,3 +333,80 @@ full_jid_item_blocks_one_resource(_) ->
     ?C:send(B2, ?C:message(<<"alice@localhost/r">>, <<"chat">>, <<"from two">>)),
     M = ?C:recv_stanza(A),
     ?assertEqual(<<"bob@localhost/two">>, throng_xml:attr(<<"from">>, M)).
+
+%%% The filter of the users that have a list (throng_kv_filter)
+
+%% Once the node's filter is trusted, a user who never blocked anyone costs
+%% no store read: not when a message for it arrives while it is offline,
+%% not when it logs in. A user with a list is still read, and enforced.
+users_without_a_list_cost_no_read(_) ->
+    A = login(<<"alice">>),
+    block(A, [<<"bob@localhost">>]),
+    ?C:close(A),
+    filter_ready(),
+    B = login(<<"bob">>),
+    Reads = counting_reads(fun() ->
+        ?C:send(B, ?C:message(<<"carol@localhost">>, <<"chat">>, <<"for later">>)),
+        throng_ct:wait_until(fun() -> throng_storage:offline_count(<<"carol">>, <<"localhost">>) =:= 1 end, 5000),
+        C = login(<<"carol">>),
+        ?C:close(C)
+    end),
+    ?assertEqual(0, Reads),
+    %% Alice has a list: it is read, and Bob's message refused.
+    Reads2 = counting_reads(fun() ->
+        ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"hello?">>)),
+        ?assertEqual(<<"service-unavailable">>, condition(?C:recv_stanza(B)))
+    end),
+    ?assert(Reads2 >= 1, Reads2),
+    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, <<"localhost">>)).
+
+%% A list made after the filter was built is in it at once: the blocked
+%% sender is refused while the user is offline.
+block_made_after_the_filter_is_enforced(_) ->
+    filter_ready(),
+    ?assertNot(throng_kv_filter:maybe(blocking, {<<"alice">>, <<"localhost">>})),
+    A = login(<<"alice">>),
+    block(A, [<<"bob@localhost">>]),
+    ?C:close(A),
+    throng_ct:wait_until(fun() -> throng_sm:resources({<<"alice">>, <<"localhost">>}) =:= [] end, 5000),
+    B = login(<<"bob">>),
+    ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"hello?">>)),
+    ?assertEqual(<<"service-unavailable">>, condition(?C:recv_stanza(B))),
+    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, <<"localhost">>)).
+
+%% After a change of the member list the filter is not trusted (a
+%% broadcast may have been lost on a dropped link): the store is read,
+%% and the filter built again from it. The list here is written to the
+%% store directly, as if its broadcast had been lost.
+filter_not_trusted_after_a_member_change(_) ->
+    filter_ready(),
+    ok = throng_storage:kv_put(blocking, {<<"alice">>, <<"localhost">>}, [<<"bob@localhost">>]),
+    ?assertNot(throng_kv_filter:maybe(blocking, {<<"alice">>, <<"localhost">>})),
+    ok = throng_members:set(['ghost@127.0.0.1']),
+    ok = throng_members:set([]),
+    ?assertNot(throng_kv_filter:ready(blocking)),
+    B = login(<<"bob">>),
+    ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"one">>)),
+    ?assertEqual(<<"service-unavailable">>, condition(?C:recv_stanza(B))),
+    filter_ready(),
+    ?assert(throng_kv_filter:maybe(blocking, {<<"alice">>, <<"localhost">>})),
+    ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"two">>)),
+    ?assertEqual(<<"service-unavailable">>, condition(?C:recv_stanza(B))),
+    ?assertEqual(0, throng_storage:offline_count(<<"alice">>, <<"localhost">>)).
+
+%% The filter is built on the first question; waits until it is trusted.
+filter_ready() ->
+    _ = throng_kv_filter:maybe(blocking, {<<"nobody">>, <<"localhost">>}),
+    throng_ct:wait_until(fun() -> throng_kv_filter:ready(blocking) end, 5000).
+
+%% How many times the node read a blocklist from the store while F ran.
+counting_reads(F) ->
+    MFA = {throng_mod_blocking, read, 1},
+    1 = erlang:trace_pattern(MFA, true, [call_count]),
+    try
+        F(),
+        {call_count, N} = erlang:trace_info(MFA, call_count),
+        N
+    after
+        erlang:trace_pattern(MFA, false, [call_count])
+    end.

@@ -12,9 +12,10 @@
 %% scored best for move, to their former backup. See {@link holder/2}.
 -module(throng_members).
 
--export([members/0, set/1, clustered/0, place/1, home/1, holder/2, holder/3]).
+-export([members/0, set/1, epoch/0, clustered/0, place/1, home/1, holder/2, holder/3]).
 
 -define(KEY, {?MODULE, members}).
+-define(EPOCH, {?MODULE, epoch}).
 
 %% @doc The serving members, sorted; [node()] when alone.
 -spec members() -> [node(), ...].
@@ -28,7 +29,34 @@ set(Nodes) ->
     New = lists:usort([node() | Nodes]),
     case members() of
         New -> ok;
-        _ -> persistent_term:put(?KEY, New)
+        _ ->
+            persistent_term:put(?KEY, New),
+            %% After the list: whoever reads the epoch and then the list
+            %% never pairs an epoch with an older list.
+            atomics:add(epoch_ref(), 1, 1)
+    end.
+
+%% @doc How many times the member list changed since this node started. A
+%% node that keeps something in step with the other members (by their
+%% broadcasts, which a dropped link loses) records the epoch it did so at,
+%% reads the epoch before the list, and trusts what it keeps only while
+%% the epoch is the same.
+-spec epoch() -> non_neg_integer().
+epoch() ->
+    case persistent_term:get(?EPOCH, undefined) of
+        undefined -> 0;
+        Ref -> atomics:get(Ref, 1)
+    end.
+
+%% Made once: a new persistent_term key costs the other processes nothing
+%% (only replacing one does).
+epoch_ref() ->
+    case persistent_term:get(?EPOCH, undefined) of
+        undefined ->
+            Ref = atomics:new(1, [{signed, false}]),
+            persistent_term:put(?EPOCH, Ref),
+            Ref;
+        Ref -> Ref
     end.
 
 %% @doc Whether other members exist (the directory is used only then).

@@ -27,10 +27,14 @@
 %% of JIDs), and each node caches in ETS the <b>non-empty</b> lists of the
 %% users who have a session on it (loaded when a session opens, dropped when
 %% the last one closes). So for a user with a session on this node the
-%% answer is one ETS read (no row: nothing blocked); only a user with no
-%% session here is read from the store (a message to an offline user,
-%% about to be stored anyway, or, in a cluster, a user online on another
-%% node). A change is applied to the cache of every node of the cluster.
+%% answer is one ETS read (no row: nothing blocked). For a user with no
+%% session here (a message to an offline user; in a cluster, a user online
+%% on another node, whose presence reaches a login here), the node's
+%% filter of the users that have a list ({@link throng_kv_filter}) answers
+%% first: only a user in it (or any user while the filter is not trusted,
+%% just after a change of the cluster's members) is read from the store. A
+%% change is applied to the cache and the filter of every node of the
+%% cluster; a login reads the store only for a user in the filter.
 -module(throng_mod_blocking).
 -behaviour(throng_ext).
 
@@ -298,7 +302,14 @@ list(US) ->
             end
     end.
 
+%% The stored list, read only if the filter says there may be one.
 stored(US) ->
+    case throng_kv_filter:maybe(?BUCKET, US) of
+        true -> read(US);
+        false -> []
+    end.
+
+read(US) ->
     case throng_storage:kv_get(?BUCKET, US) of
         {ok, List} -> List;
         not_found -> []
@@ -318,9 +329,10 @@ cache_everywhere(US, List) ->
     ok.
 
 %% @doc On every node: a user's new list, cached if the user has a session
-%% here and the list is not empty.
+%% here and the list is not empty (and then in the node's filter).
 -spec cache_update(us(), [binary()]) -> ok.
 cache_update(US, List) ->
+    List =/= [] andalso throng_kv_filter:added(?BUCKET, US),
     case List =/= [] andalso throng_sm:has_local(US) of
         true -> true = ets:insert(?CACHE, {US, List});
         false -> true = ets:delete(?CACHE, US)
@@ -328,7 +340,9 @@ cache_update(US, List) ->
     ok.
 
 %% @doc Hook: a session opened; its user's list is cached here (a store
-%% read per login; the row only if the list is not empty).
+%% read per login of a user in the filter; the row only if the list is not
+%% empty). A change made meanwhile on another node reaches this cache by
+%% its broadcast: the session is in the session table already.
 -spec session_opened(ok, #{jid := #jid{}}) -> ok.
 session_opened(ok, #{jid := #jid{user = U, server = S}}) ->
     try stored({U, S}) of
