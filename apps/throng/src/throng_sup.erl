@@ -3,7 +3,8 @@
 %% ```
 %% throng_sup (rest_for_one)
 %% ├── throng_table_owner       owns the shared ETS tables (sessions, long queues,
-%% │                            auth failures, registrations, PLAIN cache); does nothing else
+%% │                            auth failures, registrations, PLAIN cache, key
+%% │                            filters); does nothing else
 %% ├── throng_services_sup (one_for_one)
 %% │   ├── (storage backend)    throng_mnesia_sync, the group commit of Mnesia's log, or
 %% │   │                        the PostgreSQL pool (throng_pgsql_sup, throng_pgsql_orphans)

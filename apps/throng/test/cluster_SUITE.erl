@@ -26,7 +26,7 @@ all() ->
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
-     blocklists_across_a_restart].
+     blocklists_across_a_restart, archive_preferences_across_nodes].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -121,6 +121,32 @@ archive_across_nodes(Config) ->
     ?assertEqual(<<"mam1">>, throng_xml:attr(<<"id">>, Fin)),
     Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
     ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    [?C:close(C) || C <- [A, B]].
+
+%% XEP-0441 preferences set on one node are obeyed by another whose
+%% filter of the users with preferences was built before (the filter
+%% learns them by broadcast): Bob, on node 3, archives nothing from Alice;
+%% Alice's message, archived by node 2, is in her archive only.
+archive_preferences_across_nodes(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    _ = erpc:call(N2, throng_kv_filter, maybe, [throng_mod_mam, {<<"nobody">>, <<"localhost">>}]),
+    wait_until(fun() -> erpc:call(N2, throng_kv_filter, ready, [throng_mod_mam]) end),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    R = ?C:iq(B, <<"set">>, #xmlel{name = <<"prefs">>,
+                                   attrs = [{<<"xmlns">>, <<"urn:xmpp:mam:2">>},
+                                            {<<"default">>, <<"always">>}],
+                                   children = [#xmlel{name = <<"never">>,
+                                                      children = [#xmlel{name = <<"jid">>,
+                                                                         children = [{xmlcdata, <<"alice@localhost">>}]}]}]}),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
+    wait_until(fun() -> erpc:call(N2, throng_kv_filter, maybe, [throng_mod_mam, {<<"bob">>, <<"localhost">>}]) end),
+    ?assert(erpc:call(N2, throng_kv_filter, ready, [throng_mod_mam])),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"not kept by bob">>)),
+    ?assertEqual(<<"not kept by bob">>, body(?C:recv_stanza(B))),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual({1, 0}, {Count(<<"alice">>), Count(<<"bob">>)}),
     [?C:close(C) || C <- [A, B]].
 
 presence_across_nodes(Config) ->

@@ -27,7 +27,8 @@ groups() ->
        pages_forward_with_after, pages_backward_with_before, flipped_page,
        page_size_is_capped, filter_with_bare_and_full_jid, filter_start_and_end,
        filter_after_id_before_id_and_ids, unknown_id_is_item_not_found,
-       prefs_never_and_always, prefs_roster, no_store_hint, store_hint_without_body,
+       prefs_never_and_always, prefs_roster, prefs_read_only_for_users_who_set_them,
+       no_store_hint, store_hint_without_body,
        groupchat_headline_and_error_not_archived, nonexistent_recipient_not_archived,
        retention_max_messages, retention_max_age, retention_sweep_runs_by_itself,
        removed_account_loses_archive, archive_survives_restart,
@@ -463,6 +464,37 @@ prefs_never_and_always(_) ->
                  throng_xml:subel_cdata(throng_xml:subel(P, <<"always">>), <<"jid">>)),
     ?assertEqual(<<"bad-request">>,
                  error_cond(prefs(B, [{<<"default">>, <<"sometimes">>}], [], []))).
+
+%% Preferences are read (for both archives of every message) only for a
+%% user in the node's filter of those who set them: none for users who
+%% never did, once the filter is trusted. Preferences set after the filter
+%% was built are in it at once, and obeyed.
+prefs_read_only_for_users_who_set_them(_) ->
+    _ = throng_kv_filter:maybe(throng_mod_mam, {<<"nobody">>, ?HOST}),
+    ok = throng_ct:wait_until(fun() -> throng_kv_filter:ready(throng_mod_mam) end, 5000),
+    A = online(<<"alice">>),
+    B = online(<<"bob">>),
+    %% The first archived message reads the key of the stanza ids, once.
+    chat(A, <<"bob@localhost">>, <<"zero">>),
+    _ = recv_chats(B, 1),
+    MFA = {throng_storage, kv_get, 2},
+    1 = erlang:trace_pattern(MFA, true, [call_count]),
+    try
+        chat(A, <<"bob@localhost">>, <<"one">>),
+        chat(A, <<"bob@localhost">>, <<"two">>),
+        _ = recv_chats(B, 2),
+        ?assertEqual({call_count, 0}, erlang:trace_info(MFA, call_count)),
+        ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, prefs(B, [{<<"default">>, <<"always">>}],
+                                                                     [], [<<"alice@localhost">>]))),
+        chat(A, <<"bob@localhost">>, <<"not kept by bob">>),
+        _ = recv_chats(B, 1),
+        {call_count, Reads} = erlang:trace_info(MFA, call_count),
+        ?assert(Reads >= 1, Reads)
+    after
+        erlang:trace_pattern(MFA, false, [call_count])
+    end,
+    ?assertEqual([<<"zero">>, <<"one">>, <<"two">>], bodies(all(B))),
+    ?assertEqual([<<"zero">>, <<"one">>, <<"two">>, <<"not kept by bob">>], bodies(all(A))).
 
 %% Default roster: only messages with contacts of the roster are archived.
 prefs_roster(_) ->

@@ -290,8 +290,15 @@ in_roster(U, S, #jid{user = CU, server = CS}) ->
         undefined -> false
     end.
 
+%% Read for the sender's and the recipient's archive of every message:
+%% only for a user in the node's filter of those who set preferences
+%% (most never do; in a cluster each read is a remote one).
 prefs(U, S) ->
-    case throng_storage:kv_get(?MODULE, {U, S}) of
+    Stored = case throng_kv_filter:maybe(?MODULE, {U, S}) of
+                 true -> throng_storage:kv_get(?MODULE, {U, S});
+                 false -> not_found
+             end,
+    case Stored of
         {ok, Prefs} -> Prefs;
         not_found -> {throng_ext:opt(S, ?MODULE, default_mode), [], []}
     end.
@@ -362,7 +369,7 @@ own_iq(IQ, #{from := #jid{user = U, server = S}, payload := #xmlel{name = Name} 
 set_prefs(IQ, P, NS, U, S) ->
     case parse_prefs(P) of
         {ok, Prefs} ->
-            ok = throng_storage:kv_put(?MODULE, {U, S}, Prefs),
+            ok = throng_kv_filter:put(?MODULE, {U, S}, Prefs),
             throng_stanza:iq_result(IQ, [prefs_el(NS, Prefs)]);
         error ->
             throng_stanza:error_reply(IQ, 'bad-request')

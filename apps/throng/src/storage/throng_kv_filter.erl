@@ -35,10 +35,10 @@
 %% nodes' caches do, by broadcast.
 -module(throng_kv_filter).
 
--export([init/0, maybe/2, added/2, ready/1]).
-%% Called by throng_table_owner (a table creator named in throng_sup), and
-%% by tests.
--ignore_xref([{init, 0}, {ready, 1}]).
+-export([init/0, maybe/2, added/2, put/3, ready/1]).
+%% Called by throng_table_owner (a table creator named in throng_sup), by
+%% the other members (erpc) and by tests.
+-ignore_xref([{init, 0}, {added, 2}, {ready, 1}]).
 
 -define(TAB, ?MODULE).
 -define(BYTES, 1048576).
@@ -76,6 +76,17 @@ added(Bucket, Key) ->
     %% the one built, so the key is in whichever filter is current after.
     [throng_bloom:add(B, Key) || {_, B} <- ets:lookup(?TAB, {Bucket, building})],
     [throng_bloom:add(B, Key) || {_, _, B} <- ets:lookup(?TAB, {Bucket, current})],
+    ok.
+
+%% @doc Stores Value under Key in Bucket (durable when it returns, as
+%% {@link throng_storage:kv_put/3}) and records Key in the filters of every
+%% member: for a bucket whose owner keeps no cache of its own to broadcast.
+-spec put(atom(), term(), term()) -> ok.
+put(Bucket, Key, Value) ->
+    ok = throng_storage:kv_put(Bucket, Key, Value),
+    ok = added(Bucket, Key),
+    [erpc:cast(N, ?MODULE, added, [Bucket, Key])
+     || throng_members:clustered(), N <- throng_members:members(), N =/= node()],
     ok.
 
 %% @doc Whether this node has a filter of Bucket it trusts.
