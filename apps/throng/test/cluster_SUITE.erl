@@ -26,7 +26,8 @@ all() ->
      directory_is_sharded, node_loss_and_return, shared_port, full_node_stops_listening,
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
-     blocklists_across_a_restart, archive_preferences_across_nodes].
+     blocklists_across_a_restart, archive_preferences_across_nodes,
+     archive_write_does_not_wait_for_the_fsync].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -147,6 +148,32 @@ archive_preferences_across_nodes(Config) ->
     ?assertEqual(<<"not kept by bob">>, body(?C:recv_stanza(B))),
     Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
     ?assertEqual({1, 0}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    [?C:close(C) || C <- [A, B]].
+
+%% An archived message is committed on the db node before the sender's
+%% node goes on (the recipient's stanza id is in the table), and the db
+%% node fsyncs it by itself a moment later: nobody waits for that fsync
+%% (no throng_mnesia_sync:sync/0 on the db node, one sync or more run).
+archive_write_does_not_wait_for_the_fsync(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    %% The cluster's first archived message stores the key of the stanza
+    %% ids (a durable write, waited for): not counted.
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    Counted = [{throng_mnesia_sync, sync, 0}, {throng_mnesia_sync, sync_worker, 0}],
+    [_ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]) || MFA <- Counted],
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
+    M = ?C:recv_stanza(B),
+    Id = throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"stanza-id">>, <<"urn:xmpp:sid:0">>)),
+    ?assert(is_binary(Id)),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    wait_until(fun() -> element(2, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync_worker, 0},
+                                                                       call_count])) >= 1 end),
+    ?assertEqual({call_count, 0}, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync, 0}, call_count])),
     [?C:close(C) || C <- [A, B]].
 
 presence_across_nodes(Config) ->

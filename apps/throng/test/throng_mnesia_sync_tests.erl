@@ -17,7 +17,9 @@ sync_test_() ->
               fun crash_reaches_writer/0},
              {"writers grouped into a failing sync all get the error; the next sync works",
               fun grouped_writers_all_fail/0},
-             {"with the process not running, sync/0 returns an error", fun not_running/0}]].
+             {"with the process not running, sync/0 returns an error", fun not_running/0},
+             {"sync_soon starts a sync that nobody waits for", fun soon_starts_a_sync/0},
+             {"sync_soon while a sync runs owes the next one", fun soon_owes_the_next/0}]].
 
 %% Runs Test in this process with a fresh throng_mnesia_sync whose
 %% sync_log calls report here and wait for {finish, ResultFun}.
@@ -55,8 +57,12 @@ result(Writer) ->
 
 %% Writers waiting for the sync after the running one.
 queued() ->
-    {st, _Worker, _Current, Next} = sys:get_state(?SYNC),
+    {st, _Worker, _Current, Next, _Again} = sys:get_state(?SYNC),
     length(Next).
+
+%% Whether a sync nobody waits for is owed after the running one.
+owed() ->
+    element(5, sys:get_state(?SYNC)).
 
 wait_queued(N) ->
     case queued() of
@@ -98,3 +104,35 @@ not_running() ->
     exit(whereis(?SYNC), kill),
     timer:sleep(10),
     ?assertMatch({error, {sync_process, _}}, ?SYNC:sync()).
+
+soon_starts_a_sync() ->
+    ok = ?SYNC:sync_soon([node()]),
+    finish_next(fun() -> ok end),
+    %% And a writer after it gets its own sync.
+    W = writer(),
+    finish_next(fun() -> ok end),
+    ?assertEqual(ok, result(W)).
+
+%% The running sync may have begun before the commit that asks: another
+%% one runs after it, although no writer waits.
+soon_owes_the_next() ->
+    First = writer(),
+    Worker1 = receive {sync_started, W1} -> W1 after 5000 -> error(no_sync_started) end,
+    ok = ?SYNC:sync_soon([node()]),
+    wait_owed(),
+    Worker1 ! {finish, fun() -> ok end},
+    ?assertEqual(ok, result(First)),
+    finish_next(fun() -> ok end),
+    wait_idle().
+
+wait_owed() ->
+    case owed() of
+        true -> ok;
+        false -> timer:sleep(5), wait_owed()
+    end.
+
+wait_idle() ->
+    case sys:get_state(?SYNC) of
+        {st, undefined, [], [], false} -> ok;
+        _ -> timer:sleep(5), wait_idle()
+    end.

@@ -9,17 +9,22 @@
 %% that sync succeeded, `{error, Reason}' when it failed (an I/O error of the
 %% log, a crash of the worker, this process not running). A failed sync does
 %% not stick: the next caller starts a new one.
+%%
+%% A writer whose contract allows durability a moment after it returns (the
+%% message archive's) does not wait: {@link sync_soon/1} asks for a sync
+%% that covers its commit and nobody waits for.
 -module(throng_mnesia_sync).
 -behaviour(gen_server).
 
--export([start_link/0, sync/0]).
+-export([start_link/0, sync/0, sync_soon/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 0}]).
 
 -record(st, {worker :: pid() | undefined,                %% the running sync, if any
              current = [] :: [gen_server:from()],   %% answered when the running sync ends
-             next = [] :: [gen_server:from()]}).    %% answered by the sync after it
+             next = [] :: [gen_server:from()],      %% answered by the sync after it
+             again = false :: boolean()}).          %% a sync is owed after the running one
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -33,6 +38,16 @@ sync() ->
     catch exit:Why -> {error, {sync_process, Why}}
     end.
 
+%% @doc Asks the group commit of each node of Nodes (this one too if it is
+%% named) for a sync that covers every transaction committed before the
+%% call, without waiting for it: on disk within a sync's time (about a
+%% millisecond here) unless the node stops first. A node not connected is
+%% not asked.
+-spec sync_soon([node()]) -> ok.
+sync_soon(Nodes) ->
+    [erlang:send({?MODULE, N}, {'$gen_cast', sync_soon}, [noconnect]) || N <- Nodes],
+    ok.
+
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
@@ -45,6 +60,11 @@ handle_call(sync, From, #st{next = Next} = St) ->
     {noreply, St#st{next = [From | Next]}}.
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(sync_soon, #st{worker = undefined} = St) ->
+    {noreply, start(St#st{current = []})};
+handle_cast(sync_soon, St) ->
+    %% The running sync may have begun before the commit was logged.
+    {noreply, St#st{again = true}};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
@@ -57,9 +77,9 @@ handle_info({'EXIT', Worker, Exit}, #st{worker = Worker, current = Current, next
     Result =:= ok orelse
         logger:error(#{what => mnesia_sync_failed, reason => Result, writers => length(Current)}),
     [gen_server:reply(From, Result) || From <- Current],
-    case Next of
-        [] -> {noreply, St#st{worker = undefined, current = []}};
-        _ -> {noreply, start(St#st{current = Next, next = []})}
+    case {Next, St#st.again} of
+        {[], false} -> {noreply, St#st{worker = undefined, current = []}};
+        _ -> {noreply, start(St#st{current = Next, next = [], again = false})}
     end;
 handle_info(_Msg, St) ->
     {noreply, St}.

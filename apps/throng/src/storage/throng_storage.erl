@@ -176,7 +176,8 @@
 %% if the write becomes durable within a few tens of milliseconds without
 %% another call (the only write of this behaviour allowed to: Mnesia alone
 %% on its node logs it to its archive files' log, fsynced 20 ms later;
-%% PostgreSQL returns after the commit). mam_query returns the
+%% Mnesia with db nodes commits it there and asks their group commit for
+%% an fsync it does not wait for; PostgreSQL returns after the commit). mam_query returns the
 %% messages the filter selects, in ascending order of id: the first Limit
 %% of them (forward) or the last Limit (backward); it reads no more of the
 %% archive than it needs to. mam_count counts what the filter selects and,

@@ -313,6 +313,12 @@ tx(F, Undo) ->
 sync() ->
     sync(fun throng_mnesia_sync:sync/0).
 
+%% The same, not waited for (throng_mnesia_sync:sync_soon/1).
+sync_soon() ->
+    {Here, Others} = persistent_term:get(?DISC_KEY, {true, []}),
+    Running = mnesia:system_info(running_db_nodes),
+    throng_mnesia_sync:sync_soon([node() || Here] ++ [N || N <- Others, lists:member(N, Running)]).
+
 %% At start-up, before the group commit process runs.
 sync_boot() ->
     sync(fun mnesia:sync_log/0).
@@ -774,12 +780,16 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
                 {error, Why} -> failed({aborted, {archive, Why}})
             end;
         table ->
+            %% Committed when it returns (every query sees it), on disk
+            %% a moment later: the callback's contract, as for the files.
+            %% Waiting for the db nodes' fsync cost an erpc to each of them
+            %% per archived message, twice per chat message.
             US = {U, S},
             tx(fun() ->
                        Id = free_id(US, Id0),
                        mnesia:write(mam_row(US, Id, Msg)),
                        Id
-               end)
+               end, fun(_) -> ok end, fun sync_soon/0)
     end.
 
 mam_row(US, Id, #mam_msg{peer = Peer, packet = Packet}) ->
