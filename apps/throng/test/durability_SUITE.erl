@@ -343,7 +343,7 @@ result(Writer) ->
 %% record of throng_mnesia_sync).
 wait_queued(N) ->
     case sys:get_state(throng_mnesia_sync) of
-        {st, _, _, Next, _} when length(Next) =:= N -> ok;
+        {st, _, _, Next, _, _} when length(Next) =:= N -> ok;
         _ -> timer:sleep(5), wait_queued(N)
     end.
 

@@ -19,6 +19,7 @@ sync_test_() ->
               fun grouped_writers_all_fail/0},
              {"with the process not running, sync/0 returns an error", fun not_running/0},
              {"sync_soon starts a sync that nobody waits for", fun soon_starts_a_sync/0},
+             {"sync_soons of the same moment share one sync", fun soons_share_a_sync/0},
              {"sync_soon while a sync runs owes the next one", fun soon_owes_the_next/0}]].
 
 %% Runs Test in this process with a fresh throng_mnesia_sync whose
@@ -57,7 +58,7 @@ result(Writer) ->
 
 %% Writers waiting for the sync after the running one.
 queued() ->
-    {st, _Worker, _Current, Next, _Again} = sys:get_state(?SYNC),
+    {st, _Worker, _Current, Next, _Again, _Soon} = sys:get_state(?SYNC),
     length(Next).
 
 %% Whether a sync nobody waits for is owed after the running one.
@@ -133,6 +134,12 @@ wait_owed() ->
 
 wait_idle() ->
     case sys:get_state(?SYNC) of
-        {st, undefined, [], [], false} -> ok;
+        {st, undefined, [], [], false, false} -> ok;
         _ -> timer:sleep(5), wait_idle()
     end.
+
+soons_share_a_sync() ->
+    [ok = ?SYNC:sync_soon([node()]) || _ <- lists:seq(1, 20)],
+    finish_next(fun() -> ok end),
+    wait_idle(),
+    receive {sync_started, _} -> error(second_sync) after 50 -> ok end.
