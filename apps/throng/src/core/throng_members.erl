@@ -12,7 +12,7 @@
 %% scored best for move, to their former backup. See {@link holder/2}.
 -module(throng_members).
 
--export([members/0, set/1, epoch/0, clustered/0, place/1, home/1, holder/2, holder/3]).
+-export([members/0, others/0, set/1, epoch/0, clustered/0, place/1, home/1, holder/2, holder/3]).
 
 -define(KEY, {?MODULE, members}).
 -define(EPOCH, {?MODULE, epoch}).
@@ -21,6 +21,11 @@
 -spec members() -> [node(), ...].
 members() ->
     persistent_term:get(?KEY, [node()]).
+
+%% @doc The other serving members; [] when alone.
+-spec others() -> [node()].
+others() ->
+    members() -- [node()].
 
 %% @doc Records the member list (this node is always in it). A no-op when
 %% it did not change (a persistent_term update has a cost for every process).

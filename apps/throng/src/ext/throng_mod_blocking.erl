@@ -324,9 +324,7 @@ store(US, List) ->
 
 cache_everywhere(US, List) ->
     cache_update(US, List),
-    [erpc:cast(N, ?MODULE, cache_update, [US, List])
-     || throng_members:clustered(), N <- throng_members:members(), N =/= node()],
-    ok.
+    erpc:multicast(throng_members:others(), ?MODULE, cache_update, [US, List]).
 
 %% @doc On every node: a user's new list, cached if the user has a session
 %% here and the list is not empty (and then in the node's filter).

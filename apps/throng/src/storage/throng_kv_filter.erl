@@ -85,9 +85,7 @@ added(Bucket, Key) ->
 put(Bucket, Key, Value) ->
     ok = throng_storage:kv_put(Bucket, Key, Value),
     ok = added(Bucket, Key),
-    [erpc:cast(N, ?MODULE, added, [Bucket, Key])
-     || throng_members:clustered(), N <- throng_members:members(), N =/= node()],
-    ok.
+    erpc:multicast(throng_members:others(), ?MODULE, added, [Bucket, Key]).
 
 %% @doc Whether this node has a filter of Bucket it trusts.
 -spec ready(atom()) -> boolean().
@@ -142,7 +140,7 @@ build(Bucket, Round) ->
 
 %% Steps 2 and 3: how many keys went in.
 fill(Bucket, Bloom) ->
-    ok = confirm(throng_members:members() -- [node()]),
+    ok = confirm(throng_members:others()),
     Keys = throng_storage:kv_keys(Bucket),
     lists:foreach(fun(K) -> throng_bloom:add(Bloom, K) end, Keys),
     length(Keys).

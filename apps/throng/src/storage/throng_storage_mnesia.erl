@@ -316,8 +316,12 @@ sync() ->
 %% The same, not waited for (throng_mnesia_sync:sync_soon/1).
 sync_soon() ->
     {Here, Others} = persistent_term:get(?DISC_KEY, {true, []}),
+    throng_mnesia_sync:sync_soon([node() || Here] ++ running(Others)).
+
+%% The nodes of Nodes whose Mnesia runs (the others cannot be asked).
+running(Nodes) ->
     Running = mnesia:system_info(running_db_nodes),
-    throng_mnesia_sync:sync_soon([node() || Here] ++ [N || N <- Others, lists:member(N, Running)]).
+    [N || N <- Nodes, lists:member(N, Running)].
 
 %% At start-up, before the group commit process runs.
 sync_boot() ->
@@ -330,7 +334,7 @@ sync(Local) ->
     end.
 
 sync(Here, Others0, Local) ->
-    Others = [N || N <- Others0, lists:member(N, mnesia:system_info(running_db_nodes))],
+    Others = running(Others0),
     Mine = case Here of
                true -> Local();
                false -> ok
