@@ -42,6 +42,9 @@
 #                   figures (the last row of the per-node table)
 #   CLUSTER_SHARED_PORT=1  also listen on the shared port 15222 with
 #                   reuse_port (SO_REUSEPORT) on every node
+#   NODE_CONFIG     extra YAML appended to every node's throng.yml, e.g.
+#                   NODE_CONFIG=$'modules: {adhoc: {}, blocking: {}, carbons: {}, ...}'
+#                   (a modules key names every module that runs)
 #   NODE_FLAGS      extra emulator flags for the server nodes only (not the
 #                   load generator), e.g. NODE_FLAGS='+S 1' (passed in
 #                   ERL_ZFLAGS, after the release's vm.args)
@@ -206,6 +209,7 @@ for i in $(seq "$first" "$nodes"); do
         else
             echo "# cluster: {seeds: $seeds, db_nodes: $seeds}   (CLUSTER_JOIN=1)"
         fi
+        [ -z "${NODE_CONFIG:-}" ] || printf '%s\n' "$NODE_CONFIG"
     } > "$dir/throng.yml"
 done
 

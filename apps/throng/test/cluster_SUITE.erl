@@ -27,7 +27,8 @@ all() ->
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
      blocklists_across_a_restart, archive_preferences_across_nodes,
-     archive_write_does_not_wait_for_the_fsync].
+     archive_write_does_not_wait_for_the_fsync, archive_copies_take_no_transaction,
+     archive_slots_kept_taken_and_stale].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -175,6 +176,111 @@ archive_write_does_not_wait_for_the_fsync(Config) ->
                                                                        call_count])) >= 1 end),
     ?assertEqual({call_count, 0}, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync, 0}, call_count])),
     [?C:close(C) || C <- [A, B]].
+
+%% Each node gives archive ids of its own slot (throng_mam_slot): an
+%% archived copy is a write, not a transaction (none is committed on any
+%% node while 40 copies are archived), and two nodes storing for one user
+%% with the same wanted id at once keep every message, under distinct ids.
+archive_copies_take_no_transaction(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    %% The first archived messages claim each node's slot and store the
+    %% key of the stanza ids (transactions): not counted.
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"back">>)),
+    <<"back">> = body(?C:recv_stanza(A)),
+    Commits = fun() -> lists:sum([erpc:call(N, mnesia, system_info, [transaction_commits])
+                                  || N <- Nodes]) end,
+    Before = Commits(),
+    [begin
+         ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"to bob">>)),
+         <<"to bob">> = body(?C:recv_stanza(B)),
+         ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"to alice">>)),
+         <<"to alice">> = body(?C:recv_stanza(A))
+     end || _ <- lists:seq(1, 10)],
+    %% (with a transaction per copy: 40 or more)
+    ?assertEqual(0, Commits() - Before),
+    Query = fun(U) -> erpc:call(N1, throng_storage, mam_query,
+                                [U, <<"localhost">>, #mam_filter{}, forward, 100]) end,
+    [?assertEqual(22, length(Query(U))) || U <- [<<"alice">>, <<"bob">>]],
+    %% Each serving node has a slot of its own; its ids are that slot
+    %% modulo 64.
+    Slots = slots(N1),
+    ?assertEqual(2, length(lists:usort([S || {S, _} <- Slots]))),
+    ?assertEqual(lists:sort([N2, N3]), lists:sort([N || {_, N} <- Slots])),
+    ?assert(lists:all(fun(#mam_msg{id = Id}) -> lists:keymember(Id rem 64, 1, Slots) end,
+                      Query(<<"alice">>))),
+    %% The same wanted id on two nodes at once, 50 times each.
+    Want = os:system_time(microsecond),
+    Store = fun(N, I) ->
+                    Msg = #mam_msg{id = Want, peer = {<<"x@localhost">>, <<>>},
+                                   packet = integer_to_binary(I)},
+                    erpc:call(N, throng_storage, mam_store, [<<"carol">>, <<"localhost">>, Msg])
+            end,
+    Self = self(),
+    Pids = [spawn_link(fun() -> Self ! {self(), [Store(N, I) || I <- lists:seq(1, 50)]} end)
+            || N <- [N2, N3]],
+    Ids = lists:append([receive {P, L} -> L end || P <- Pids]),
+    ?assertEqual(100, length(lists:usort(Ids))),
+    Kept = Query(<<"carol">>),
+    ?assertEqual(100, length(Kept)),
+    ?assertEqual(lists:usort(Ids), [Id || #mam_msg{id = Id} <- Kept]),
+    [?C:close(C) || C <- [A, B]].
+
+%% Slots: a node that restarts keeps its slot and gives ids above the
+%% limit it had reserved; a node that finds every slot taken takes a long
+%% unused one (ids above its old limit), and when none is, archives with a
+%% transaction under the shared residue 63 without losing a message.
+archive_slots_kept_taken_and_stale(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    Now = os:system_time(microsecond),
+    Hour = 3600000000,
+    Put = fun(Slot, Value) -> ok = erpc:call(N1, throng_storage, kv_put, [mam_slot, Slot, Value]) end,
+    %% Every slot but 61 and 62 is held by a node of the future; 61 by one
+    %% gone for two hours; 62 is free.
+    [Put(S, {'other@nowhere', Now + Hour}) || S <- lists:seq(0, 60)],
+    Put(61, {'gone@nowhere', Now - 2 * Hour}),
+    Store = fun(N, U) ->
+                    Msg = #mam_msg{id = throng_mam_id_next(N), peer = {<<"x@localhost">>, <<>>},
+                                   packet = <<"p">>},
+                    erpc:call(N, throng_storage, mam_store, [U, <<"localhost">>, Msg])
+            end,
+    Id2 = Store(N2, <<"alice">>),
+    ?assertEqual(62, Id2 rem 64),
+    Id3 = Store(N3, <<"alice">>),
+    ?assertEqual(61, Id3 rem 64),
+    ?assert(Id3 > Now - 2 * Hour),
+    ?assertEqual([{61, N3}, {62, N2}], lists:sort([{S, N} || {S, N} <- slots(N1), N =/= 'other@nowhere'])),
+    %% Node 1 finds none: the shared residue, in a transaction.
+    Id1 = Store(N1, <<"alice">>),
+    ?assertEqual(63, Id1 rem 64),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual(3, Count(<<"alice">>)),
+    %% Node 2 restarts: the same slot, ids from its reserved limit on.
+    {62, {N2, Limit}} = lists:keyfind(62, 1, slot_rows(N1)),
+    Peer2 = proplists:get_value(N2, get_peers_by_node()),
+    peer:stop(Peer2),
+    wait_until(fun() -> erpc:call(N1, throng_cluster, members, []) =:= lists:sort([N1, N3]) end),
+    [_] = start_cluster(Config, [node_name(N2)], N1),
+    wait_members(Nodes),
+    Again = Store(N2, <<"alice">>),
+    ?assertEqual(62, Again rem 64),
+    ?assert(Again >= Limit),
+    ?assertEqual(4, Count(<<"alice">>)).
+
+throng_mam_id_next(N) ->
+    erpc:call(N, throng_mam_id, next, []).
+
+%% The archive id slots: {Slot, Node}.
+slots(N) ->
+    [{S, Node} || {S, {Node, _}} <- slot_rows(N)].
+
+slot_rows(N) ->
+    [{S, V} || S <- erpc:call(N, throng_storage, kv_keys, [mam_slot]),
+               {ok, V} <- [erpc:call(N, throng_storage, kv_get, [mam_slot, S])]].
 
 presence_across_nodes(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),

@@ -18,10 +18,15 @@
 -define(HOST, <<"localhost">>).
 
 all() ->
-    [{group, mnesia}, {group, pgsql}].
+    [{group, mnesia}, {group, mnesia_table}, {group, pgsql}].
 
+%% mnesia keeps the archive in files (a node alone); mnesia_table in the
+%% Mnesia table that a cluster's db nodes share (cluster.db_nodes: this
+%% node), written with this node's id slot (throng_mam_slot).
 groups() ->
-    throng_ct:backend_groups(
+    [{mnesia_table, [], cases()} | throng_ct:backend_groups(cases())].
+
+cases() ->
       [archives_both_directions, stanza_id_same_online_offline_and_in_archive,
        spoofed_stanza_id_is_removed, routed_again_is_archived_once,
        pages_forward_with_after, pages_backward_with_before, flipped_page,
@@ -32,8 +37,10 @@ groups() ->
        groupchat_headline_and_error_not_archived, nonexistent_recipient_not_archived,
        retention_max_messages, retention_max_age, retention_sweep_runs_by_itself,
        removed_account_loses_archive, archive_survives_restart,
-       form_disco_and_metadata, only_the_owner_may_query, mam1_namespace]).
+       form_disco_and_metadata, only_the_owner_may_query, mam1_namespace].
 
+init_per_group(mnesia_table, Config) ->
+    [{db_nodes, [node()]} | throng_ct:init_backend(mnesia, Config)];
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
 
@@ -50,7 +57,11 @@ init_per_testcase(TC, Config) ->
           end,
     Modules = maps:merge(throng_config_spec:default_modules(),
                          #{ping => #{interval => 0}, mam => Mam}),
-    throng_ct:start_backend(Config, #{modules => Modules}),
+    Cluster = case ?config(db_nodes, Config) of
+                  undefined -> #{};
+                  DbNodes -> #{cluster => #{db_nodes => DbNodes}}
+              end,
+    throng_ct:start_backend(Config, Cluster#{modules => Modules}),
     [throng_ct:register(U, <<"password">>) || U <- [<<"alice">>, <<"bob">>, <<"carol">>]],
     Config.
 

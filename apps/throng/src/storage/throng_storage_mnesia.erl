@@ -772,9 +772,11 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 %% a kill -9 of the node does not lose it) and in the writer's log, which
 %% is fsynced ?SYNC_MS (20) ms later with every store of that moment. In a
 %% cluster whose db nodes share the tables, the archive is the table
-%% throng_mam, read and written like every other table (a transaction
-%% takes the id; another node may archive for the same user in the same
-%% microsecond), durable when the store returns.
+%% throng_mam, on the db nodes. Each node gives ids that no other node
+%% gives ({@link throng_mam_slot}), so a copy is one write sent to the db
+%% nodes, applied there when it returns (every query sees it) and fsynced
+%% with the writes of the next moments, as for the files; the nodes that
+%% got no slot take their ids in a transaction that checks the key.
 -spec mam_store(binary(), binary(), #mam_msg{}) -> non_neg_integer().
 mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
     case archive() of
@@ -784,26 +786,150 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
                 {error, Why} -> failed({aborted, {archive, Why}})
             end;
         table ->
-            %% Committed when it returns (every query sees it), on disk
-            %% a moment later: the callback's contract, as for the files.
-            %% Waiting for the db nodes' fsync cost an erpc to each of them
-            %% per archived message, twice per chat message.
             US = {U, S},
-            tx(fun() ->
-                       Id = free_id(US, Id0),
-                       mnesia:write(mam_row(US, Id, Msg)),
-                       Id
-               end, fun(_) -> ok end, fun sync_soon/0)
+            case archive_id(Id0) of
+                {own, Id} ->
+                    dirty(fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
+                    _ = in_batch() orelse sync_soon(),
+                    Id;
+                {shared, Id1} ->
+                    tx(fun() ->
+                               Id = free_id(US, Id1),
+                               mnesia:write(mam_row(US, Id, Msg)),
+                               Id
+                       end, fun(_) -> ok end, fun sync_soon/0)
+            end
     end.
 
 mam_row(US, Id, #mam_msg{peer = Peer, packet = Packet}) ->
     #throng_mam{key = {US, Id}, peer = Peer, packet = Packet}.
 
+%% Another node without a slot may have taken the id: the next one of the
+%% shared residue.
 free_id(US, Id) ->
     case mnesia:read(throng_mam, {US, Id}, write) of
         [] -> Id;
-        [_] -> free_id(US, Id + 1)
+        [_] -> free_id(US, Id + 64)
     end.
+
+dirty(F) ->
+    try mnesia:sync_dirty(F)
+    catch exit:{aborted, Why} -> failed({aborted, Why})
+    end.
+
+%%% Archive id slots (throng_mam_slot): rows {mam_slot, Slot} of throng_kv,
+%%% valued {Node, Limit}.
+
+-define(SLOT_KEY, {?MODULE, mam_slot}).
+%% A reservation: ids for the next 5 seconds.
+-define(RESERVE_US, 5000000).
+%% A wanted id older than this is one of the past (not the time now).
+-define(PAST_US, 1000000).
+%% A slot whose limit is an hour past may go to another node.
+-define(STALE_US, 3600000000).
+
+%% {own, Id}: an id no other node gives. {shared, Id}: an id to check in
+%% a transaction: this node has no slot, or the id wanted is more than a
+%% second old (an import, a test: kept as it is, moved to the slot's
+%% residue, where ids this node gave may be).
+archive_id(Want) ->
+    case {slot_state(), Want < os:system_time(microsecond) - ?PAST_US} of
+        {{_, St}, true} ->
+            {shared, throng_mam_slot:align(Want, throng_mam_slot:slot(St))};
+        {{own, St}, false} ->
+            case throng_mam_slot:next(St, Want) of
+                {ok, Id} -> {own, Id};
+                {beyond, Id} -> extend_slot(St, Id), archive_id(Want)
+            end;
+        {{shared, St}, false} ->
+            {ok, Id} = throng_mam_slot:next(St, Want),
+            {shared, Id}
+    end.
+
+slot_state() ->
+    case persistent_term:get(?SLOT_KEY, undefined) of
+        undefined -> locked(fun() -> persistent_term:get(?SLOT_KEY, undefined) end, fun claim_slot/0);
+        State -> State
+    end.
+
+%% F, or Else when F returns undefined, one process of the node at a time.
+locked(F, Else) ->
+    global:trans({?SLOT_KEY, self()},
+                 fun() ->
+                         case F() of
+                             undefined -> Else();
+                             Done -> Done
+                         end
+                 end, [node()]).
+
+%% This node's slot (the one it had, a free one, or one long unused), with
+%% a limit 5 s ahead; none left: the shared residue.
+claim_slot() ->
+    Now = os:system_time(microsecond),
+    Me = node(),
+    State =
+        tx(fun() ->
+                   Rows = mnesia:select(throng_kv, [{#throng_kv{key = {mam_slot, '$1'}, value = '$2'},
+                                                     [], [{{'$1', '$2'}}]}], write),
+                   Free = throng_mam_slot:slots() -- [Slot || {Slot, _} <- Rows],
+                   Stale = lists:sort([{Limit, Slot} || {Slot, {_, Limit}} <- Rows,
+                                                        Limit < Now - ?STALE_US]),
+                   case {[{Slot, L} || {Slot, {N, L}} <- Rows, N =:= Me], Free, Stale} of
+                       {[{Slot, Floor} | _], _, _} -> take_slot(Slot, Floor, Now);
+                       {[], [Slot | _], _} -> take_slot(Slot, 0, Now);
+                       {[], [], [{Floor, Slot} | _]} -> take_slot(Slot, Floor, Now);
+                       {[], [], []} -> none
+                   end
+           end),
+    Result = case State of
+                 {Slot, Floor, Limit} ->
+                     logger:info(#{what => archive_slot_claimed, slot => Slot, limit => Limit}),
+                     {own, throng_mam_slot:new(Slot, Floor, Limit)};
+                 none ->
+                     logger:warning(#{what => archive_slots_all_taken,
+                                      action => "this node's archive writes take a transaction"}),
+                     {shared, throng_mam_slot:new(throng_mam_slot:shared(), 0, 1 bsl 62)}
+             end,
+    persistent_term:put(?SLOT_KEY, Result),
+    Result.
+
+take_slot(Slot, Floor, Now) ->
+    Limit = max(Now, Floor) + ?RESERVE_US,
+    mnesia:write(#throng_kv{key = {mam_slot, Slot}, value = {node(), Limit}}),
+    {Slot, Floor, Limit}.
+
+%% The limit moves 5 s past Id, on disk first. A slot taken meanwhile by
+%% another node (this one gave no id for an hour) is given up: the next
+%% store claims one again.
+extend_slot(St, Id) ->
+    Slot = throng_mam_slot:slot(St),
+    Me = node(),
+    Extend = fun() ->
+                     Limit = max(os:system_time(microsecond), Id) + ?RESERVE_US,
+                     case tx(fun() ->
+                                     case mnesia:read(throng_kv, {mam_slot, Slot}, write) of
+                                         [#throng_kv{value = {Me, _}}] ->
+                                             mnesia:write(#throng_kv{key = {mam_slot, Slot},
+                                                                     value = {Me, Limit}});
+                                         _ ->
+                                             lost
+                                     end
+                             end) of
+                         ok ->
+                             throng_mam_slot:set_limit(St, Limit);
+                         lost ->
+                             logger:notice(#{what => archive_slot_lost, slot => Slot}),
+                             persistent_term:erase(?SLOT_KEY)
+                     end,
+                     done
+             end,
+    locked(fun() ->
+                   case throng_mam_slot:limit(St) > Id of
+                       true -> done;                   %% moved by another process
+                       false -> undefined
+                   end
+           end, Extend),
+    ok.
 
 -define(ARCHIVE_KEY, {?MODULE, archive}).
 
