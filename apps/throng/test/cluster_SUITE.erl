@@ -28,7 +28,7 @@ all() ->
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
      blocklists_across_a_restart, archive_preferences_across_nodes,
      archive_write_does_not_wait_for_the_fsync, archive_copies_take_no_transaction,
-     archive_slots_kept_taken_and_stale].
+     archive_slots_kept_taken_and_stale, one_lookup_per_message].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -281,6 +281,32 @@ slots(N) ->
 slot_rows(N) ->
     [{S, V} || S <- erpc:call(N, throng_storage, kv_keys, [mam_slot]),
                {ok, V} <- [erpc:call(N, throng_storage, kv_get, [mam_slot, S])]].
+
+%% Routing one chat message asks the recipient's home about the recipient
+%% once (throng_sm:memo/1): the archive (does the account exist), the
+%% route and the carbons share the answer. Without the memo: 2 asks, and
+%% an account read from the store.
+one_lookup_per_message(Config) ->
+    Nodes = ?config(nodes, Config),
+    Home = fun(U) -> erpc:call(hd(Nodes), throng_members, home, [{U, <<"localhost">>}]) end,
+    HomeB = Home(<<"bob">>),
+    [SenderNode | _] = Nodes -- [HomeB],
+    B = online(<<"bob">>, <<"b">>, lists:last(Nodes)),
+    A = online(<<"alice">>, <<"a">>, SenderNode),
+    ?C:flush(A), ?C:flush(B),
+    %% Warm-up (the cluster's first archived message stores a key).
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    MFA = {throng_sm, home_view, 1},
+    _ = erpc:call(HomeB, erlang, trace_pattern, [MFA, true, [call_count]]),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"counted">>)),
+    <<"counted">> = body(?C:recv_stanza(B)),
+    {call_count, Asks} = erpc:call(HomeB, erlang, trace_info, [MFA, call_count]),
+    %% (alice's own carbons ask her home: counted when it is bob's too)
+    Expected = 1 + length([x || Home(<<"alice">>) =:= HomeB]),
+    ct:pal("asks ~p expected ~p homes ~p", [Asks, Expected, {HomeB, Home(<<"alice">>), SenderNode}]),
+    ?assertEqual(Expected, Asks),
+    [?C:close(C) || C <- [A, B]].
 
 presence_across_nodes(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),

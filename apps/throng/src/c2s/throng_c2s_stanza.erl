@@ -64,7 +64,13 @@ client_stanza(#xmlel{name = Name} = El, D) ->
 
 %% Modules see every stanza from the client first (a stanza with no 'to' is
 %% addressed to the user's bare JID), and may consume or change it.
+from_session(#xmlel{name = <<"message">>} = El0, JID, To, NoTo, D) ->
+    %% The carbons, the archive and the route ask about the same users.
+    throng_sm:memo(fun() -> hooks_from_session(El0, JID, To, NoTo, D) end);
 from_session(El0, JID, To, NoTo, D) ->
+    hooks_from_session(El0, JID, To, NoTo, D).
+
+hooks_from_session(El0, JID, To, NoTo, D) ->
     case throng_hooks:run(stanza_from_session, D#d.server, El0, #{from => JID, to => To}) of
         {stop, _} -> {next, session, D};
         {ok, El} when NoTo -> no_to(El, JID, D);

@@ -191,7 +191,12 @@ packet(From, To, El) ->
     throng_xml:to_binary(throng_stanza:set_from_to(El, throng_jid:to_binary(From),
                                                    throng_jid:to_binary(To))).
 
+%% A user with a session exists (the lookup is the route's own, in a
+%% cluster asked of the home once: throng_sm:memo/1); else the store says.
 exists(U, S) ->
+    throng_sm:resources({U, S}) =/= [] orelse stored(U, S).
+
+stored(U, S) ->
     try throng_storage:account_exists(U, S)
     catch error:{storage_failed, _} -> false
     end.

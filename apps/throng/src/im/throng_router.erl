@@ -142,7 +142,7 @@ to_server(From, To, El) ->
 
 to_user(From, To, El) ->
     case throng_stanza:kind(El) of
-        message -> to_user(message, From, To, El);
+        message -> throng_sm:memo(fun() -> to_user(message, From, To, El) end);
         presence ->
             throng_hooks:notify(presence_in, To#jid.server, #{from => From, to => To, el => El});
         iq -> to_user(iq, From, To, El);

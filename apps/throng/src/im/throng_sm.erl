@@ -30,7 +30,7 @@
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
          set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
-         host_sessions/1, local_host_sessions/1]).
+         host_sessions/1, local_host_sessions/1, memo/1]).
 -export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
@@ -230,15 +230,44 @@ lookup(#jid{user = U, server = S, resource = R}) ->
     end.
 
 %% The raw entries (presence packed) of a bare JID: this node's own; in a
-%% cluster, its home's view.
+%% cluster, its home's view (inside memo/1, asked once).
 view(US) ->
     case throng_members:clustered() of
         false -> local_view(US);
         true ->
             case throng_members:home(US) of
                 Home when Home =:= node() -> home_view(US);
-                Home -> remote_view(Home, US)
+                Home -> memo_view(Home, US)
             end
+    end.
+
+-define(MEMO, {?MODULE, memo}).
+
+%% @doc Runs F, in which each bare JID whose home is another node is looked
+%% up once: routing one message asks about its recipient for the archive
+%% (does the account exist), the route and the carbons, a round trip to
+%% the home each time otherwise. For a stanza that changes no session (a
+%% message); nested calls share the outer one's answers.
+-spec memo(fun(() -> R)) -> R.
+memo(F) ->
+    case get(?MEMO) of
+        undefined ->
+            put(?MEMO, #{}),
+            try F()
+            after erase(?MEMO)
+            end;
+        _ ->
+            F()
+    end.
+
+memo_view(Home, US) ->
+    case get(?MEMO) of
+        undefined -> remote_view(Home, US);
+        #{US := View} -> View;
+        Memo ->
+            View = remote_view(Home, US),
+            put(?MEMO, Memo#{US => View}),
+            View
     end.
 
 local_view(US) ->
