@@ -30,7 +30,7 @@ paper_builtin_test() ->
     ?assertMatch(#{roster := true, chat := #{think := {exponential, 600000}}}, Inactive),
     ?assertMatch(#{roster := false, chat := none, keepalive := 60000,
                    length := {constant, 300000}}, Idle),
-    ?assertMatch(#{chat := #{think := {exponential, 20000}, size := 64}}, Active).
+    ?assertMatch(#{chat := #{think := {exponential, 20000}, size := 64, quiet_end := 0}}, Active).
 
 smoke_builtin_test() ->
     ?assertMatch({ok, #{name := <<"smoke">>}}, throng_bench_scenario:load("smoke")).

@@ -145,7 +145,8 @@ ratio_step_scenario_test() ->
     Y = iolist_to_binary(?R:chat_scenario(#{port => 5222, contacts => 18},
                                           #{users => 1000, size => 64, duration_ms => 20000}, 125)),
     {ok, S} = throng_bench_scenario:parse(Y, <<"step">>),
-    ?assertMatch(#{sessions := [#{chat := #{size := 64, first_after := {uniform, 5000, 5125}}}]}, S),
+    ?assertMatch(#{sessions := [#{chat := #{size := 64, first_after := {uniform, 5000, 5125},
+                                            quiet_end := 2000}}]}, S),
     ?assertNotEqual(nomatch, binary:match(Y, <<"think: {constant: 125ms}">>)).
 
 %%% The stop rule

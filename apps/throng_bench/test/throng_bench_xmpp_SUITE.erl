@@ -26,7 +26,7 @@
 -export([consistency/1, starttls_scram/1, direct_tls_scram/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
-         malformed_scenario/1, group_chat/1]).
+         malformed_scenario/1, group_chat/1, quiet_end/1]).
 
 -define(USERS, 300).
 
@@ -38,7 +38,8 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario]},
-     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, group_chat]},
+     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, group_chat,
+                                                        quiet_end]},
      {other_server, [], Real}].
 
 init_per_suite(Config) ->
@@ -175,6 +176,29 @@ earlier_runs_not_counted(Config) ->
     ?assertEqual(1, Earlier),
     ?assertEqual(Sent, Received + Lost),
     ?assert(Received =< Sent),
+    server_sessions_end(Config).
+
+%% @doc chat quiet_end: no message in a session's last so many seconds.
+%% With the quiet end longer than the sessions, nobody sends anything,
+%% although every user logged in and had contacts online.
+quiet_end(Config) ->
+    Yaml = io_lib:format(
+             "name: quiet~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
+             "users: {count: ~b, contact_count: 18}~n"
+             "arrival: [{rate: 40, max_users: 20, distribution: poisson}]~n"
+             "length: 3s~nkeepalive: 2s~ngrace: 3s~ndrain: 1s~n"
+             "sessions:~n"
+             "  - name: active~n"
+             "    probability: 1~n"
+             "    chat: {think: {constant: 50ms}, first_after: 100ms, quiet_end: 10s}~n",
+             [?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
+    File = filename:join(?config(priv_dir, Config), "quiet.yml"),
+    ok = file:write_file(File, Yaml),
+    {complete, S} = throng_bench_xmpp:run(#{scenario => File, progress => false,
+                                            out => filename:join(?config(priv_dir, Config), "quiet"),
+                                            server_pid => ?config(server_pid, Config)}),
+    ?assertMatch(#{users := #{logged_in := 20, failed := 0}, messages := #{sent := 0}}, S),
     server_sessions_end(Config).
 
 %% @doc XEP-0045 load: every user joins two of three rooms (the first

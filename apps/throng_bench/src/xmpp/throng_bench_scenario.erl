@@ -54,10 +54,14 @@
          {length, dist, inherit},
          {keepalive, duration_or_none, inherit}]).
 
+%% quiet_end: no message in the last so many ms of the user's session (a
+%% message to a contact in the moment it leaves goes to offline storage,
+%% which the bench cannot tell from a loss).
 -define(CHAT_FIELDS,
         [{think, dist, required},
          {size, size, 64},
-         {first_after, dist, none}]).
+         {first_after, dist, none},
+         {quiet_end, duration, 0}]).
 
 %% XEP-0045 group chat: how many of the scenario's rooms a user joins, and
 %% how often it says something in one of them (none: it only listens).

@@ -661,12 +661,18 @@ due(U = #u{step = online}) ->
     end;
 due(U) -> U.
 
-chat(U = #u{online = [], prof = P, rnd = R}, Now) ->
+chat(U = #u{end_at = End, prof = P}, Now) ->
+    case Now >= End - maps:get(quiet_end, maps:get(chat, profile(P))) of
+        true -> U#u{chat_at = infinity};          %% the session's quiet end
+        false -> chat_now(U, Now)
+    end.
+
+chat_now(U = #u{online = [], prof = P, rnd = R}, Now) ->
     %% nobody to talk to yet: count it and try again after the next think time
     throng_bench_metrics:inc(msgs_unsent),
     {D, R1} = throng_bench_rand:sample_tiny(maps:get(think, maps:get(chat, profile(P))), R),
     U#u{chat_at = Now + max(D, 1), rnd = R1};
-chat(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
+chat_now(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
     #{think := Think, size := Size} = maps:get(chat, profile(P)),
     {X, R1} = throng_bench_rand:tiny_uniform(R0),
     To = lists:nth(floor(X * length(Online)) + 1, Online),
