@@ -182,48 +182,45 @@ earlier_runs_not_counted(Config) ->
 %% With the quiet end longer than the sessions, nobody sends anything,
 %% although every user logged in and had contacts online.
 quiet_end(Config) ->
-    Yaml = io_lib:format(
-             "name: quiet~n"
-             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
-             "users: {count: ~b, contact_count: 18}~n"
-             "arrival: [{rate: 40, max_users: 20, distribution: poisson}]~n"
-             "length: 3s~nkeepalive: 2s~ngrace: 3s~ndrain: 1s~n"
-             "sessions:~n"
-             "  - name: active~n"
-             "    probability: 1~n"
-             "    chat: {think: {constant: 50ms}, first_after: 100ms, quiet_end: 10s}~n",
-             [?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
-    File = filename:join(?config(priv_dir, Config), "quiet.yml"),
-    ok = file:write_file(File, Yaml),
-    {complete, S} = throng_bench_xmpp:run(#{scenario => File, progress => false,
-                                            out => filename:join(?config(priv_dir, Config), "quiet"),
-                                            server_pid => ?config(server_pid, Config)}),
+    S = run_yaml(Config, "quiet",
+                 "arrival: [{rate: 40, max_users: 20, distribution: poisson}]~n"
+                 "length: 3s~nkeepalive: 2s~ngrace: 3s~ndrain: 1s~n"
+                 "sessions:~n"
+                 "  - name: active~n"
+                 "    probability: 1~n"
+                 "    chat: {think: {constant: 50ms}, first_after: 100ms, quiet_end: 10s}~n"),
     ?assertMatch(#{users := #{logged_in := 20, failed := 0}, messages := #{sent := 0}}, S),
     server_sessions_end(Config).
+
+%% Runs the scenario Name: this server and ?USERS users with 18 contacts,
+%% then Rest; its summary.
+run_yaml(Config, Name, Rest) ->
+    Yaml = io_lib:format(
+             "name: ~s~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
+             "users: {count: ~b, contact_count: 18}~n" ++ Rest,
+             [Name, ?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
+    File = filename:join(?config(priv_dir, Config), Name ++ ".yml"),
+    ok = file:write_file(File, Yaml),
+    Dir = filename:join(?config(priv_dir, Config), Name),
+    {complete, S} = throng_bench_xmpp:run(#{scenario => File, out => Dir, progress => false,
+                                            server_pid => ?config(server_pid, Config)}),
+    ct:log("~p", [S]),
+    S.
 
 %% @doc XEP-0045 load: every user joins two of three rooms (the first
 %% joiner of a room creates and unlocks it, the others wait for that), half
 %% of them talk; every groupchat message reaches the room's occupants, the
 %% fan-out latency is measured, nothing fails.
 group_chat(Config) ->
-    Yaml = io_lib:format(
-             "name: muc~n"
-             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
-             "users: {count: ~b, contact_count: 18}~n"
-             "muc: {service: conference.localhost, rooms: 3}~n"
-             "arrival: [{rate: 40, max_users: 12, distribution: constant}]~n"
-             "length: 5s~nkeepalive: 2s~ntimeouts: {connect: 3s, step: 3s}~ngrace: 3s~ndrain: 1s~n"
-             "sessions:~n"
-             "  - {name: listener, probability: 0.5, presence: true, muc: {rooms: 2}}~n"
-             "  - {name: talker, probability: 0.5, presence: true,"
-             " muc: {rooms: 2, think: {constant: 500ms}}}~n",
-             [?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
-    File = filename:join(?config(priv_dir, Config), "muc.yml"),
-    ok = file:write_file(File, Yaml),
-    Dir = filename:join(?config(priv_dir, Config), "muc"),
-    {complete, S} = throng_bench_xmpp:run(#{scenario => File, out => Dir, progress => false,
-                                            server_pid => ?config(server_pid, Config)}),
-    ct:log("~p", [S]),
+    S = run_yaml(Config, "muc",
+                 "muc: {service: conference.localhost, rooms: 3}~n"
+                 "arrival: [{rate: 40, max_users: 12, distribution: constant}]~n"
+                 "length: 5s~nkeepalive: 2s~ntimeouts: {connect: 3s, step: 3s}~ngrace: 3s~ndrain: 1s~n"
+                 "sessions:~n"
+                 "  - {name: listener, probability: 0.5, presence: true, muc: {rooms: 2}}~n"
+                 "  - {name: talker, probability: 0.5, presence: true,"
+                 " muc: {rooms: 2, think: {constant: 500ms}}}~n"),
     #{muc := #{joined := Joined, join_errors := JoinErrors, sent := Sent, received := Received},
       errors := #{total := Errors}, latency_ms := #{delivery_muc := Fanout}} = S,
     ?assertEqual(0, Errors),
