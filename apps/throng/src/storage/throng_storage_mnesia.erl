@@ -789,7 +789,7 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             US = {U, S},
             case archive_id(Id0) of
                 {own, Id} ->
-                    dirty(fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
+                    activity(sync_dirty, fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
                     _ = in_batch() orelse sync_soon(),
                     Id;
                 {shared, Id1} ->
@@ -810,11 +810,6 @@ free_id(US, Id) ->
     case mnesia:read(throng_mam, {US, Id}, write) of
         [] -> Id;
         [_] -> free_id(US, Id + 64)
-    end.
-
-dirty(F) ->
-    try mnesia:sync_dirty(F)
-    catch exit:{aborted, Why} -> failed({aborted, Why})
     end.
 
 %%% Archive id slots (throng_mam_slot): rows {mam_slot, Slot} of throng_kv,
@@ -1145,7 +1140,10 @@ table_expire(S, Before, MaxPerUser) ->
     expire_chunks(activity(First), S, Before, MaxPerUser, none, [], 0).
 
 activity(F) ->
-    try mnesia:activity(async_dirty, F)
+    activity(async_dirty, F).
+
+activity(Kind, F) ->
+    try mnesia:activity(Kind, F)
     catch exit:{aborted, Why} -> failed({aborted, Why})
     end.
 
