@@ -60,6 +60,7 @@ init(services) ->
         [#{id => throng_janitor, start => {throng_janitor, start_link, []}}] ++
         %% The cluster: this node's part of the session directory, then the
         %% membership process that fills the member list.
-        throng_dir:child_specs(fun throng_sm:local_rival/2) ++
+        throng_dir:child_specs(#{rival => fun throng_sm:local_rival/2,
+                                 joined => fun throng_sm:joined/2}) ++
         [#{id => throng_cluster, start => {throng_cluster, start_link, []}}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

@@ -28,7 +28,8 @@ all() ->
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
      blocklists_across_a_restart, archive_preferences_across_nodes,
      archive_write_does_not_wait_for_the_fsync, archive_copies_take_no_transaction,
-     archive_slots_kept_taken_and_stale, one_lookup_per_message].
+     archive_slots_kept_taken_and_stale, one_lookup_per_message,
+     sent_carbons_ask_the_home_until_alone].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -302,10 +303,55 @@ one_lookup_per_message(Config) ->
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"counted">>)),
     <<"counted">> = body(?C:recv_stanza(B)),
     {call_count, Asks} = erpc:call(HomeB, erlang, trace_info, [MFA, call_count]),
-    %% (alice's own carbons ask her home: counted when it is bob's too)
-    Expected = 1 + length([x || Home(<<"alice">>) =:= HomeB]),
-    ct:pal("asks ~p expected ~p homes ~p", [Asks, Expected, {HomeB, Home(<<"alice">>), SenderNode}]),
-    ?assertEqual(Expected, Asks),
+    %% (alice's own sent carbons asked her home during the warm-up, and
+    %% learned she is alone: sent_carbons_ask_the_home_until_alone)
+    ct:pal("asks ~p homes ~p", [Asks, {HomeB, Home(<<"alice">>), SenderNode}]),
+    ?assertEqual(1, Asks),
+    [?C:close(C) || C <- [A, B]].
+
+%% A session whose account's home is another node asks the home for its
+%% own other resources (where its sent carbons go) until the home says it
+%% is alone; a new resource of the account, accepted on the home itself or
+%% on a third node, makes the home tell it, and the carbons reach the new
+%% resource from the next message on.
+sent_carbons_ask_the_home_until_alone(Config) ->
+    Nodes = ?config(nodes, Config),
+    Home = fun(U) -> erpc:call(hd(Nodes), throng_members, home, [{U, <<"localhost">>}]) end,
+    HomeA = Home(<<"alice">>),
+    [SenderNode, Third] = Nodes -- [HomeA],
+    %% Each message also asks bob's home about bob (counted when it is alice's).
+    RouteAsks = length([x || Home(<<"bob">>) =:= HomeA]),
+    B = online(<<"bob">>, <<"b">>, Third),
+    A = online(<<"alice">>, <<"a">>, SenderNode),
+    ?C:flush(A), ?C:flush(B),
+    MFA = {throng_sm, home_view, 1},
+    _ = erpc:call(HomeA, erlang, trace_pattern, [MFA, true, [call_count]]),
+    Asks = fun() -> {call_count, N} = erpc:call(HomeA, erlang, trace_info, [MFA, call_count]), N end,
+    Send = fun(Body) ->
+                   Before = Asks(),
+                   ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, Body)),
+                   Body = body(?C:recv_stanza(B)),
+                   Asks() - Before - RouteAsks
+           end,
+    %% Alone: asked once, then not.
+    ?assertEqual([1, 0, 0], [Send(M) || M <- [<<"m1">>, <<"m2">>, <<"m3">>]]),
+    %% A second resource on the home itself, then one on a third node: each
+    %% gets the sent carbon of the very next message.
+    [begin
+         A2 = login(<<"alice">>, Res, Where),
+         <<"result">> = throng_xml:attr(<<"type">>, ?C:iq_skipping(
+                          A2, <<"set">>, #xmlel{name = <<"enable">>,
+                                                attrs = [{<<"xmlns">>, <<"urn:xmpp:carbons:2">>}]}, [])),
+         ?assertEqual(1, Send(<<"to both ", Res/binary>>)),
+         Carbon = wait_for(A2, fun(El) -> throng_xml:subel(El, <<"sent">>, <<"urn:xmpp:carbons:2">>)
+                                              =/= undefined end),
+         ?assertNotEqual(nomatch, binary:match(throng_xml:to_binary(Carbon), <<"to both ", Res/binary>>)),
+         ?C:close(A2),
+         wait_until(fun() -> length(erpc:call(HomeA, throng_sm, home_view,
+                                              [{<<"alice">>, <<"localhost">>}])) =:= 1 end),
+         %% Alone again: asked once more, then not.
+         ?assertEqual([1, 0], [Send(M) || M <- [<<"after ", Res/binary>>, <<"again ", Res/binary>>]])
+     end || {Res, Where} <- [{<<"on-home">>, HomeA}, {<<"on-third">>, Third}]],
     [?C:close(C) || C <- [A, B]].
 
 presence_across_nodes(Config) ->

@@ -103,6 +103,9 @@ handle_event(info, {replaced, _By}, _State, D) ->
     throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D);
 handle_event(info, {kick, Reason}, _State, D) ->
     throng_c2s_io:stream_error('policy-violation', Reason, D);
+handle_event(info, {throng_sm, not_alone}, _State, _D) ->
+    throng_sm:not_alone(),
+    keep_state_and_data;
 handle_event(info, {throng_session, place_again}, _State, #d{jid = JID} = D) when JID =/= undefined ->
     case throng_sm:place_again(JID, self()) of
         ok -> keep_state_and_data;

@@ -22,7 +22,10 @@
 %% Copies go straight to the sessions (flags are checked on the session's
 %% node: one asynchronous call per other node, {@link
 %% throng_session:route_flagged/4}); they are not stored for a resource that
-%% is offline: the archive (XEP-0313) is where a client catches up.
+%% is offline: the archive (XEP-0313) is where a client catches up. A
+%% sender's other resources come from {@link throng_sm:own_others/1}, which
+%% in a cluster asks the account's home only until it learns that the
+%% session is the account's only one.
 -module(throng_mod_carbons).
 -behaviour(throng_ext).
 
@@ -90,7 +93,7 @@ stanza_from_session(#xmlel{name = <<"message">>} = El, #{from := From, to := To}
             {ok, El#xmlel{children = [C || C <- El#xmlel.children, not is_private_el(C)]}};
         false ->
             case eligible(El) andalso not same_account(From, To) of
-                true -> copy(sent, From, To, El, From, [self()]);
+                true -> copy(sent, From, To, El, throng_sm:own_others(From));
                 false -> ok
             end,
             ok
@@ -103,15 +106,19 @@ stanza_from_session(_El, _Args) ->
 -spec message_delivered(ok, #{from := #jid{}, to := #jid{}, el := #xmlel{}, pids := [pid()]}) -> ok.
 message_delivered(ok, #{from := From, to := To, el := El, pids := Pids}) ->
     case eligible(El) andalso not muc_pm_to_resource(El, To) of
-        true -> copy(received, From, To, El, To, Pids);
+        true ->
+            #jid{user = U, server = S} = To,
+            copy(received, From, To, El, [E || {_, Pid, _, _} = E <- throng_sm:resources({U, S}),
+                                              not lists:member(Pid, Pids)]);
         false -> ok
     end.
 
-%% Wraps the message (with its addresses) and sends it to the user's
-%% resources with carbons on, except those in Skip.
-copy(Dir, From, To, El, #jid{user = U, server = S}, Skip) ->
-    Targets = [{Pid, #jid{user = U, server = S, resource = R}}
-               || {R, Pid, _, _} <- throng_sm:resources({U, S}), not lists:member(Pid, Skip)],
+%% Wraps the message (with its addresses) and sends it to the resources
+%% among Entries (the user's, of the account this copy is for) that have
+%% carbons on.
+copy(Dir, From, To, El, Entries) ->
+    #jid{user = U, server = S} = case Dir of sent -> From; received -> To end,
+    Targets = [{Pid, #jid{user = U, server = S, resource = R}} || {R, Pid, _, _} <- Entries],
     case Targets of
         [] -> ok;
         _ ->

@@ -27,11 +27,14 @@
 
 -type entry() :: {throng_sm:key(), pid(), undefined | integer(),
                   undefined | empty | tuple(), Stamp :: integer()}.
-%% This node's own session of a full JID, if another process than the given
-%% one holds it: its process and registration stamp (throng_sm, passed in
-%% by the supervisor so that this module does not call the session table).
+%% What the home asks of the session table (throng_sm, passed in by the
+%% supervisor so that this module does not call it): rival, this node's own
+%% session of a full JID if another process than the given one holds it
+%% (its process and registration stamp); joined, run once a session of a
+%% full JID is accepted (it tells the bare JID's other sessions).
 -type rival_fun() :: fun((throng_sm:key(), pid()) -> {pid(), integer()} | none).
--export_type([entry/0, rival_fun/0]).
+-type funs() :: #{rival := rival_fun(), joined := fun((throng_sm:key(), pid()) -> ok)}.
+-export_type([entry/0, rival_fun/0, funs/0]).
 
 -spec init_table() -> ok.
 init_table() ->
@@ -39,14 +42,14 @@ init_table() ->
                           {read_concurrency, true}, {write_concurrency, true}]),
     ok.
 
--spec child_specs(rival_fun()) -> [supervisor:child_spec()].
-child_specs(Rival) ->
-    [#{id => {?MODULE, I}, start => {?MODULE, start_link, [I, Rival]}}
+-spec child_specs(funs()) -> [supervisor:child_spec()].
+child_specs(Funs) ->
+    [#{id => {?MODULE, I}, start => {?MODULE, start_link, [I, Funs]}}
      || I <- lists:seq(1, ?SHARDS)].
 
--spec start_link(pos_integer(), rival_fun()) -> {ok, pid()} | {error, term()}.
-start_link(I, Rival) ->
-    gen_server:start_link({local, name(I)}, ?MODULE, Rival, []).
+-spec start_link(pos_integer(), funs()) -> {ok, pid()} | {error, term()}.
+start_link(I, Funs) ->
+    gen_server:start_link({local, name(I)}, ?MODULE, Funs, []).
 
 name(I) ->
     list_to_atom("throng_dir_" ++ integer_to_list(I)).
@@ -122,19 +125,19 @@ size() ->
 
 %%% Writer processes
 
--spec init(rival_fun()) -> {ok, rival_fun()}.
-init(Rival) ->
-    {ok, Rival}.
+-spec init(funs()) -> {ok, funs()}.
+init(Funs) ->
+    {ok, Funs}.
 
 -spec handle_call({claim, entry()} | {remove, throng_sm:key(), pid()}, gen_server:from(),
-                  rival_fun()) -> {reply, ok | {exists, pid()} | conflict, rival_fun()}.
-handle_call({claim, Entry}, _From, Rival) ->
-    {reply, do_claim(Entry, Rival), Rival};
-handle_call({remove, Key, Pid}, _From, Rival) ->
+                  funs()) -> {reply, ok | {exists, pid()} | conflict, funs()}.
+handle_call({claim, Entry}, _From, Funs) ->
+    {reply, do_claim(Entry, Funs), Funs};
+handle_call({remove, Key, Pid}, _From, Funs) ->
     _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
-    {reply, ok, Rival}.
+    {reply, ok, Funs}.
 
--spec handle_cast(term(), rival_fun()) -> {noreply, rival_fun()}.
+-spec handle_cast(term(), funs()) -> {noreply, funs()}.
 handle_cast({put, Entry}, St) ->
     true = ets:insert(?TAB, Entry),
     {noreply, St};
@@ -148,12 +151,15 @@ handle_cast(_Other, St) ->
 
 %% The home decides between sessions of one full JID: the one registered
 %% later wins. The competitor may be in the directory (a session on a third
-%% node) or in this node's own session table.
-do_claim({Key, Pid, _, _, Stamp} = Entry, RivalFun) ->
-    case decide(Key, Pid, Stamp, RivalFun(Key, Pid)) of
+%% node) or in this node's own session table. Once accepted (ok; after
+%% {exists, _} the session replaces the older one and claims again), the
+%% bare JID's other sessions are told, before the reply.
+do_claim({Key, Pid, _, _, Stamp} = Entry, #{rival := Rival, joined := Joined}) ->
+    case decide(Key, Pid, Stamp, Rival(Key, Pid)) of
         conflict -> conflict;
         Decision ->
             true = ets:insert(?TAB, Entry),
+            Decision =:= ok andalso Joined(Key, Pid),
             Decision
     end.
 

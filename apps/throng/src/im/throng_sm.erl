@@ -30,8 +30,8 @@
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
          set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
-         host_sessions/1, local_host_sessions/1, memo/1]).
--export([home_view/1, home_view_many/1, local_rival/2, place_again/2, local_keys/0]).
+         host_sessions/1, local_host_sessions/1, memo/1, own_others/1, not_alone/0]).
+-export([home_view/1, home_view_many/1, local_rival/2, joined/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
 -ignore_xref([{init, 0}, {home_view, 1}, {home_view_many, 1}, {all, 0},
@@ -47,6 +47,9 @@
 %% session that set none costs nothing here. Node-local, like the pid.
 -define(FLAGS, throng_session_flags).
 -type flag() :: carbons | blocklist.
+%% In a session whose account's home is another node: the membership epoch
+%% at which the home said the session was its account's only one.
+-define(ALONE, {?MODULE, alone}).
 -export_type([flag/0]).
 
 %% prio: undefined while the resource is not available (no initial presence
@@ -112,7 +115,9 @@ claim_cluster({{US, _} = Key, Pid, _, _, Stamp} = Entry) ->
             case throng_members:place(US) of
                 {Home, Backup} when Home =:= node() ->
                     case throng_dir:decide(Key, Pid, Stamp, none) of
-                        ok -> throng_dir:put(Backup, Entry);
+                        ok ->
+                            joined(Key, Pid),
+                            throng_dir:put(Backup, Entry);
                         Other -> Other
                     end;
                 {Home, _} ->
@@ -128,6 +133,16 @@ local_rival(Key, Pid) ->
         [#session{pid = Other, stamp = Stamp}] when Other =/= Pid -> {Other, Stamp};
         _ -> none
     end.
+
+%% @doc On the home of Key's bare JID, once it accepted the session Pid of
+%% Key: the other sessions of that bare JID it knows are told they are not
+%% alone (see {@link own_others/1}). Sent before the registration returns,
+%% so before the new session can enable carbons.
+-spec joined(key(), pid()) -> ok.
+joined({US, _}, Pid) ->
+    _ = [erlang:send(Other, {?MODULE, not_alone}, [noconnect])
+         || {_, Other, _, _} <- home_view(US), Other =/= Pid],
+    ok.
 
 %% @doc Removes the entry of a full JID if it still belongs to Pid.
 -spec unregister(#jid{}, pid()) -> ok.
@@ -197,6 +212,43 @@ unpack_entries(Entries) ->
 resources(US) ->
     unpack_entries(view(US)).
 
+%% @doc The other resources of the calling session's own account (JID is
+%% its own): those its sent carbons go to. In a cluster, when the account's
+%% home is another node and said that this session was the account's only
+%% one, the session remembers it (one process-dictionary entry, with the
+%% membership epoch) and asks no more until the home tells it otherwise
+%% ({@link joined/2}, {@link not_alone/0}) or the members change. Only an
+%% answer from the home that lists the session itself counts: a home that
+%% does not know it yet (it is being placed again) could not tell it later.
+-spec own_others(#jid{}) -> [entry()].
+own_others(#jid{user = U, server = S}) ->
+    US = {U, S},
+    Epoch = throng_members:epoch(),
+    Others = fun(View) -> [E || {_, Pid, _, _} = E <- View, Pid =/= self()] end,
+    case throng_members:clustered() andalso throng_members:home(US) of
+        false -> unpack_entries(Others(local_view(US)));
+        Home when Home =:= node() -> unpack_entries(Others(home_view(US)));
+        Home ->
+            case get(?ALONE) of
+                Epoch -> [];
+                _ ->
+                    {Answer, View} = memo_view(Home, US),
+                    case Others(View) of
+                        [] when Answer =:= home ->
+                            lists:keymember(self(), 2, View) andalso put(?ALONE, Epoch),
+                            [];
+                        Rest -> unpack_entries(Rest)
+                    end
+            end
+    end.
+
+%% @doc In the session, on `{throng_sm, not_alone}': another session of its
+%% account began, so {@link own_others/1} asks the home again.
+-spec not_alone() -> ok.
+not_alone() ->
+    _ = erase(?ALONE),
+    ok.
+
 %% @doc The available resources of a bare JID (those that sent presence).
 -spec available({binary(), binary()}) -> [entry()].
 available(US) ->
@@ -237,7 +289,7 @@ view(US) ->
         true ->
             case throng_members:home(US) of
                 Home when Home =:= node() -> home_view(US);
-                Home -> memo_view(Home, US)
+                Home -> element(2, memo_view(Home, US))
             end
     end.
 
@@ -289,12 +341,12 @@ home_view_many(USs) ->
     [{US, home_view(US)} || US <- USs].
 
 %% A home that does not answer (down, or cut off): this node's own sessions
-%% of the user are what is known.
+%% of the user are what is known (fallback, not the home's answer).
 remote_view(Home, US) ->
-    try erpc:call(Home, ?MODULE, home_view, [US], ?REMOTE_TIMEOUT)
+    try {home, erpc:call(Home, ?MODULE, home_view, [US], ?REMOTE_TIMEOUT)}
     catch Class:Why ->
             unreachable(Home, Class, Why),
-            local_view(US)
+            {fallback, local_view(US)}
     end.
 
 unreachable(Home, Class, Why) ->
