@@ -11,6 +11,9 @@
 %% its version at start-up, a migration from an older version, a database
 %% that goes away and comes back, data kept across a restart of the
 %% server.
+%%
+%% Group mnesia_only: what only the Mnesia backend has (a batch's one
+%% fsync, made only when something in it wrote).
 -module(storage_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -23,7 +26,7 @@
 -define(ST, throng_storage).
 
 all() ->
-    [{group, mnesia}, {group, pgsql}, {group, pgsql_only}].
+    [{group, mnesia}, {group, pgsql}, {group, pgsql_only}, {group, mnesia_only}].
 
 groups() ->
     throng_ct:backend_groups(contract()) ++
@@ -34,7 +37,8 @@ groups() ->
                            committed_data_survives_a_server_restart,
                            orphans_go_back_after_an_outage,
                            a_statement_that_waits_too_long_is_cancelled,
-                           a_borrower_killed_in_a_transaction_leaks_nothing]}].
+                           a_borrower_killed_in_a_transaction_leaks_nothing]},
+         {mnesia_only, [], [batch_fsyncs_only_what_it_wrote]}].
 
 contract() ->
     [accounts, remove_account_takes_everything, bulk_create_replaces,
@@ -48,6 +52,8 @@ contract() ->
 
 init_per_group(pgsql_only, Config) ->
     throng_ct:init_backend(pgsql, Config);
+init_per_group(mnesia_only, Config) ->
+    throng_ct:init_backend(mnesia, Config);
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
 
@@ -55,7 +61,7 @@ end_per_group(_Group, Config) ->
     throng_ct:end_backend(Config).
 
 init_per_testcase(TC, Config) ->
-    case lists:member(TC, contract()) of
+    case lists:member(TC, [batch_fsyncs_only_what_it_wrote | contract()]) of
         true -> throng_ct:start_backend(Config);
         false -> ok
     end,
@@ -371,6 +377,28 @@ batch_returns_the_result(_) ->
                                  end)),
     ?assertEqual({ok, v}, ?ST:kv_get(mod_a, k)),
     ?assertEqual(1, ?ST:offline_count(<<"alice">>, ?S)).
+
+%% Mnesia: a batch fsyncs once, at its end, and only when something in it
+%% wrote (a session that ends re-routing its queue to other resources
+%% stores nothing, so waits for no fsync).
+batch_fsyncs_only_what_it_wrote(_) ->
+    MFA = {throng_mnesia_sync, sync, 0},
+    _ = erlang:trace_pattern(MFA, true, [call_count]),
+    Syncs = fun() -> {call_count, N} = erlang:trace_info(MFA, call_count), N end,
+    try
+        S0 = Syncs(),
+        ?assertEqual(read, ?ST:batch(fun() -> not_found = ?ST:kv_get(mod_a, k), read end)),
+        ?assertEqual(S0, Syncs()),
+        ?assertEqual(done, ?ST:batch(fun() ->
+                                             ok = ?ST:kv_put(mod_a, k, v),
+                                             ?ST:batch(fun() -> ok = ?ST:kv_put(mod_a, k2, v) end),
+                                             done
+                                     end)),
+        ?assertEqual(S0 + 1, Syncs()),
+        ?assertEqual({ok, v}, ?ST:kv_get(mod_a, k2))
+    after
+        erlang:trace_pattern(MFA, false, [call_count])
+    end.
 
 %%% Message archive
 

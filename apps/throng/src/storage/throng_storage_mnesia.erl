@@ -355,7 +355,7 @@ sync(Here, Others0, Local) ->
 tx(F, Undo, Sync) ->
     case mnesia:sync_transaction(F) of
         {atomic, Result} ->
-            case in_batch() orelse Sync() of
+            case deferred() orelse Sync() of
                 true -> Result;
                 ok -> Result;
                 {error, Why} ->
@@ -366,27 +366,37 @@ tx(F, Undo, Sync) ->
             failed({aborted, Why})
     end.
 
+%% Inside batch/1: clean until a write in it leaves its fsync to the batch
+%% (then wrote).
 -define(BATCH, {?MODULE, batch}).
 
-in_batch() ->
-    get(?BATCH) =:= true.
+%% Called by a write once committed: true when it is in a batch, whose end
+%% will fsync it (and now knows it must).
+deferred() ->
+    case get(?BATCH) of
+        undefined -> false;
+        _ -> put(?BATCH, wrote), true
+    end.
 
 %% @doc Runs F, whose writes are made durable together by one fsync at its
-%% end (a session that ends re-routes its whole queue this way).
+%% end (a session that ends re-routes its whole queue this way). A batch in
+%% which nothing wrote (the messages all went to other sessions) fsyncs
+%% nothing.
 -spec batch(fun(() -> Result)) -> Result.
 batch(F) ->
-    case in_batch() of
-        true -> F();
-        false ->
-            put(?BATCH, true),
+    case get(?BATCH) of
+        undefined ->
+            put(?BATCH, clean),
             try F()
             after
-                erase(?BATCH),
-                case sync() of
+                case erase(?BATCH) =:= wrote andalso sync() of
+                    false -> ok;
                     ok -> ok;
                     {error, Why} -> failed({sync, Why})
                 end
-            end
+            end;
+        _ ->
+            F()
     end.
 
 dirty_read(Tab, Key) ->
@@ -790,7 +800,7 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             case archive_id(Id0) of
                 {own, Id} ->
                     activity(sync_dirty, fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
-                    _ = in_batch() orelse sync_soon(),
+                    _ = deferred() orelse sync_soon(),
                     Id;
                 {shared, Id1} ->
                     tx(fun() ->
