@@ -370,8 +370,10 @@ tx(F, Undo, Sync) ->
 %% (then wrote).
 -define(BATCH, {?MODULE, batch}).
 
-%% Called by a write once committed: true when it is in a batch, whose end
-%% will fsync it (and now knows it must).
+%% Called by a write once committed (every write of this module: a
+%% transaction, the archive's dirty write, the dirty ones not fsynced by
+%% themselves): true when it is in a batch, whose end will fsync it (and
+%% now knows it must).
 deferred() ->
     case get(?BATCH) of
         undefined -> false;
@@ -667,7 +669,10 @@ inflight_put(U, S, Owner, Msgs) ->
 inflight_delete(Keys) ->
     try lists:foreach(fun(K) -> mnesia:dirty_delete(throng_inflight, K) end, Keys)
     catch exit:{aborted, Why} -> failed({aborted, Why})
-    end.
+    end,
+    %% Not fsynced by itself; inside batch/1, with the batch.
+    _ = Keys =/= [] andalso deferred(),
+    ok.
 
 %% Offline messages become in flight in one transaction, oldest first.
 -spec inflight_claim(binary(), binary(), pid()) -> [{throng_storage:inflight_key(), #offline_msg{}}].
@@ -759,7 +764,10 @@ kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
 %% the same nodes after it).
 -spec kv_put_soon(atom(), term(), term()) -> ok.
 kv_put_soon(Bucket, Key, Value) when is_atom(Bucket) ->
-    activity(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end).
+    activity(fun() -> mnesia:write(#throng_kv{key = {Bucket, Key}, value = Value}) end),
+    %% Inside batch/1 it is fsynced with the batch, as before.
+    _ = deferred(),
+    ok.
 
 -spec kv_delete(atom(), term()) -> ok.
 kv_delete(Bucket, Key) when is_atom(Bucket) ->
