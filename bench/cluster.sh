@@ -45,6 +45,10 @@
 #   NODE_CONFIG     extra YAML appended to every node's throng.yml, e.g.
 #                   NODE_CONFIG=$'modules: {adhoc: {}, blocking: {}, carbons: {}, ...}'
 #                   (a modules key names every module that runs)
+#   LISTEN_CONFIG   extra keys of every node's client listener, one per line
+#                   (indented for it), e.g. LISTEN_CONFIG='hibernate_after: 2000'
+#   BENCH_OPTS      extra throng-bench xmpp options (split on spaces), e.g.
+#                   BENCH_OPTS='--keepalive none'
 #   NODE_FLAGS      extra emulator flags for the server nodes only (not the
 #                   load generator), e.g. NODE_FLAGS='+S 1' (passed in
 #                   ERL_ZFLAGS, after the release's vm.args)
@@ -192,6 +196,7 @@ for i in $(seq "$first" "$nodes"); do
         echo "listen:"
         echo "  - port: $(node_port "$i")"
         echo "    starttls: optional"
+        [ -z "${LISTEN_CONFIG:-}" ] || printf '%s\n' "$LISTEN_CONFIG" | sed 's/^/    /'
         if [ "${CLUSTER_SHARED_PORT:-0}" = 1 ]; then
             echo "  - port: 15222"
             echo "    starttls: optional"
@@ -291,7 +296,7 @@ limit=$(( arrivals + length_s + 300 ))
 timeout --kill-after=30 "$limit" \
     "$root/bin/throng-bench" xmpp --scenario paper --users "$users" --rate "$rate" \
     --length "$length" --contacts "$contacts" --targets "$targets" "${server_pids[@]}" \
-    --users-per-vm "${USERS_PER_VM:-18000}" --out "$out" > "$out/summary.txt" &
+    --users-per-vm "${USERS_PER_VM:-18000}" --out "$out" ${BENCH_OPTS:-} > "$out/summary.txt" &
 bench_pid=$!
 set +e
 wait "$bench_pid"
