@@ -7,9 +7,10 @@
 # writes the results to bench/results/cluster-NODES-USERS/: summary.json,
 # report.html (per-node table and charts), timeseries.csv, nodes.csv (per
 # node and second), cluster.txt (the per-node and cluster-wide table,
-# printed at the end), status.txt (each node's own `status` at the plateau),
-# logs/ (each node's console log). Every node is stopped at the end, on
-# Ctrl-C and on error.
+# printed at the end), summary.txt (its last line: the offline messages kept
+# at the end, where what the bench counts as lost waits), status.txt (each
+# node's own `status` at the plateau), logs/ (each node's console log).
+# Every node is stopped at the end, on Ctrl-C and on error.
 #
 #   bench/cluster.sh NODES USERS [CONTACTS] [ITERATIONS]
 #
@@ -331,5 +332,11 @@ lg = s.get('loadgen', {})
 print('load generator: %s VM(s), %s B of BEAM memory per session'
       % (lg.get('vms'), lg.get('beam_bytes_per_session_at_peak')))
 PY
+# What the bench counts as lost is sent and not received in the run: a
+# message to a contact in the moment it leaves is kept in offline storage
+# (the paper mix's end-of-run race), where the database node counts it.
+offline=$(node_cmd "$db" status 2>/dev/null | awk '/^offline messages/ {print $3}')
+echo "offline messages kept at the end (on $(node_name "$db")): ${offline:--}" |
+    tee -a "$out/summary.txt"
 echo "== results in $out (report.html, summary.json, nodes.csv, status.txt)"
 exit "$bench_rc"

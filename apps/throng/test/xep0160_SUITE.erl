@@ -95,7 +95,11 @@ count_limit_refuses_with_an_error(_) ->
     A = online(<<"alice">>),
     ?assertEqual([ok, ok, ok, <<"service-unavailable">>],
                  send_all(A, <<"bob@localhost">>, [<<"1">>, <<"2">>, <<"3">>, <<"4">>])),
-    ?assertEqual(3, count(<<"bob">>)).
+    ?assertEqual(3, count(<<"bob">>)),
+    %% `bin/throng status' shows what the store holds (bench/cluster.sh
+    %% prints it at the end, beside the messages the bench did not see).
+    {0, Status} = throng_ctl:run("status", []),
+    ?assertMatch({match, _}, re:run(Status, "\noffline messages +3\n")).
 
 %% max_bytes: messages are stored while their stanzas fit in the user's
 %% quota; a small one still fits after a large one was refused.

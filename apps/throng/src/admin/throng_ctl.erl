@@ -79,7 +79,7 @@ lookup(Name) ->
     end.
 
 builtin() ->
-    [{"status", "", "Node status: uptime, connections, sessions, memory"},
+    [{"status", "", "Node status: uptime, connections, sessions, memory, offline messages"},
      {"register", "USER DOMAIN PASSWORD", "Create an account"},
      {"unregister", "USER DOMAIN", "Remove an account, its roster and offline messages"},
      {"passwd", "USER DOMAIN PASSWORD", "Change a password"},
@@ -271,6 +271,10 @@ status() ->
                            {"memory total", mb(proplists:get_value(total, Mem))},
                            {"memory processes", mb(proplists:get_value(processes, Mem))},
                            {"memory ets", mb(proplists:get_value(ets, Mem))},
+                           {"offline messages", case throng_info:offline_total() of
+                                                    undefined -> "-";
+                                                    N -> integer_to_list(N)
+                                                end},
                            {"config", binary_to_list(throng_config:source())}]],
     {?OK, ["throng is running\n" | Lines]}.
 
