@@ -223,24 +223,34 @@ resources(US) ->
 -spec own_others(#jid{}) -> [entry()].
 own_others(#jid{user = U, server = S}) ->
     US = {U, S},
-    Epoch = throng_members:epoch(),
-    Others = fun(View) -> [E || {_, Pid, _, _} = E <- View, Pid =/= self()] end,
-    case throng_members:clustered() andalso throng_members:home(US) of
-        false -> unpack_entries(Others(local_view(US)));
-        Home when Home =:= node() -> unpack_entries(Others(home_view(US)));
-        Home ->
-            case get(?ALONE) of
-                Epoch -> [];
-                _ ->
-                    {Answer, View} = memo_view(Home, US),
-                    case Others(View) of
-                        [] when Answer =:= home ->
-                            lists:keymember(self(), 2, View) andalso put(?ALONE, Epoch),
-                            [];
-                        Rest -> unpack_entries(Rest)
+    case throng_members:clustered() of
+        false -> unpack_entries(others(local_view(US)));
+        true ->
+            %% The epoch before the member list (throng_members:epoch/0).
+            Epoch = throng_members:epoch(),
+            case throng_members:home(US) of
+                Home when Home =:= node() -> unpack_entries(others(home_view(US)));
+                Home ->
+                    case get(?ALONE) of
+                        Epoch -> [];
+                        _ -> remote_others(Home, US, Epoch)
                     end
             end
     end.
+
+%% Asks the (remote) home, and remembers an answer that lists the session alone.
+remote_others(Home, US, Epoch) ->
+    {Answer, View} = memo_view(Home, US),
+    case others(View) of
+        [] when Answer =:= home ->
+            lists:keymember(self(), 2, View) andalso put(?ALONE, Epoch),
+            [];
+        Rest -> unpack_entries(Rest)
+    end.
+
+%% The entries of other sessions than the caller.
+others(View) ->
+    [E || {_, Pid, _, _} = E <- View, Pid =/= self()].
 
 %% @doc In the session, on `{throng_sm, not_alone}': another session of its
 %% account began, so {@link own_others/1} asks the home again.
