@@ -20,7 +20,8 @@ rebar3 compile
 step "unit tests (EUnit + PropEr)"
 rebar3 eunit
 step "Common Test suites"
-rebar3 ct
+# A failure also names its cases at the end, where a CI log's tail shows them.
+rebar3 ct || { scripts/ct_failures.sh; exit 1; }
 step "xref"
 rebar3 xref
 step "layer rule: who may call whom (docs/architecture.md), no call cycles"
