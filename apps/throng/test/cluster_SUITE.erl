@@ -27,7 +27,8 @@ all() ->
      resumption_on_another_node_fails_cleanly, netsplit_heals, stopped_db_node_comes_back,
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
      blocklists_across_a_restart, archive_preferences_across_nodes,
-     archive_write_does_not_wait_for_the_fsync, archive_copies_take_no_transaction,
+     archive_write_does_not_wait_for_the_fsync, archive_write_waits_for_the_fsync_with_no_delay,
+     archive_copies_take_no_transaction,
      archive_slots_kept_taken_and_stale, one_lookup_per_message,
      sent_carbons_ask_the_home_until_alone].
 
@@ -49,6 +50,8 @@ init_per_testcase(TC, Config) ->
     Names = [list_to_atom(atom_to_list(TC) ++ "_" ++ integer_to_list(I)) || I <- [1, 2, 3]],
     TC =:= full_node_stops_listening andalso
         put(shared_opts, #{hd(Names) => #{max_connections => 3, when_full => stop_listening}}),
+    TC =:= archive_write_waits_for_the_fsync_with_no_delay andalso
+        put(node_config, #{storage => #{archive_sync_delay => 0}}),
     Nodes = start_cluster(Config, Names),
     wait_members(Nodes),
     N1 = hd(Nodes),
@@ -61,6 +64,7 @@ end_per_testcase(_TC, _Config) ->
     [catch peer:stop(P) || P <- get_peers()],
     erase(peers),
     erase(shared_opts),
+    erase(node_config),
     ok.
 
 %%% Cases
@@ -176,6 +180,23 @@ archive_write_does_not_wait_for_the_fsync(Config) ->
     wait_until(fun() -> element(2, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync_worker, 0},
                                                                        call_count])) >= 1 end),
     ?assertEqual({call_count, 0}, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync, 0}, call_count])),
+    [?C:close(C) || C <- [A, B]].
+
+%% With storage.archive_sync_delay 0 each archived copy waits for the db
+%% node's fsync (one throng_mnesia_sync:sync/0 there for each of the two
+%% copies, the sender's and the recipient's) before the message goes on.
+archive_write_waits_for_the_fsync_with_no_delay(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    MFA = {throng_mnesia_sync, sync, 0},
+    _ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
+    <<"archived">> = body(?C:recv_stanza(B)),
+    ?assertEqual({call_count, 2}, erpc:call(N1, erlang, trace_info, [MFA, call_count])),
     [?C:close(C) || C <- [A, B]].
 
 %% Each node gives archive ids of its own slot (throng_mam_slot): an
@@ -761,11 +782,12 @@ start_node(Config, Name, Seed, SharedPort) ->
                                           args => Paths ++ vm_args()}),
     put(peers, [{Node, Peer} | get_peers_by_node()]),
     Dir = filename:join(?config(priv_dir, Config), atom_to_list(Name)),
-    Cfg = throng_ct:config(#{data_dir => list_to_binary(Dir),
-                             cluster => #{seeds => [Seed], db_nodes => [Seed],
-                                          reconnect_interval => 1},
-                             stream_management => #{resumption_secret =>
-                                                        <<"cluster-suite-secret-0123456789abcdef">>}}),
+    Extra = case get(node_config) of undefined -> #{}; E -> E end,
+    Cfg = throng_ct:config(Extra#{data_dir => list_to_binary(Dir),
+                                  cluster => #{seeds => [Seed], db_nodes => [Seed],
+                                               reconnect_interval => 1},
+                                  stream_management => #{resumption_secret =>
+                                                             <<"cluster-suite-secret-0123456789abcdef">>}}),
     Shared = maps:get(Name, case get(shared_opts) of undefined -> #{}; M -> M end, #{}),
     Listeners = maps:get(listen, Cfg) ++
         [Shared#{port => SharedPort, ip => <<"127.0.0.1">>, reuse_port => true}],

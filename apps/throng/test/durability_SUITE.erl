@@ -30,6 +30,7 @@ groups() ->
                    offline_claim_keeps_messages_when_sync_fails,
                    sync_process_down_fails_the_write, archive_writes_are_synced_soon,
                    archive_writes_wait_for_a_sync_that_does_not_end,
+                   archive_with_no_delay_syncs_before_each_store_returns,
                    archive_writes_survive_the_writer_killed, archive_log_is_replayed_at_start,
                    archive_half_written_tail_is_cut, archive_table_migrates_to_files,
                    archive_checkpoint_deletes_old_logs,
@@ -44,10 +45,15 @@ init_per_group(Group, Config) ->
 end_per_group(_Group, Config) ->
     throng_ct:end_backend(Config).
 
-init_per_testcase(_TC, Config) ->
-    throng_ct:start_backend(Config),
+init_per_testcase(TC, Config) ->
+    throng_ct:start_backend(Config, overrides(TC)),
     throng_ct:register(<<"alice">>, <<"password">>),
     Config.
+
+overrides(archive_with_no_delay_syncs_before_each_store_returns) ->
+    #{storage => #{archive_sync_delay => 0}};
+overrides(_) ->
+    #{}.
 
 end_per_testcase(_TC, Config) ->
     catch meck:unload(mnesia),
@@ -107,11 +113,13 @@ archive_writes_are_synced_soon(_Config) ->
     ok = meck:expect(throng_archive_files, wal_sync,
                      fun(Fd) -> Self ! {synced, erlang:monotonic_time()}, meck:passthrough([Fd]) end),
     {Micros, _} = timer:tc(fun() -> [store_archive(Id) || Id <- lists:seq(1, 100)] end),
-    %% Not one sync each: one for every 20 ms the burst took, and the last,
-    %% which begins after the burst (waited for: a loaded machine delays it).
+    %% Not one sync each: one for every storage.archive_sync_delay the
+    %% burst took, and the last, which begins after the burst (waited for:
+    %% a loaded machine delays it).
+    Delay = throng_config:get([storage, archive_sync_delay]),
     Syncs = syncs_until(erlang:monotonic_time(), 0) + count_syncs(0),
-    ct:pal("100 archive writes in ~b us, ~b syncs", [Micros, Syncs]),
-    ?assert(Syncs =< Micros div 20000 + 2),
+    ct:pal("100 archive writes in ~b us, ~b syncs (delay ~b ms)", [Micros, Syncs, Delay]),
+    ?assert(Syncs =< Micros div (Delay * 1000) + 2),
     101 = store_archive(101),
     _ = syncs_until(erlang:monotonic_time(), 0),
     ?assertEqual(101, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
@@ -122,17 +130,33 @@ archive_writes_are_synced_soon(_Config) ->
 archive_writes_wait_for_a_sync_that_does_not_end(_Config) ->
     Gate = ets:new(gate, [public]),
     ok = meck:new(throng_archive_files, [passthrough, no_link]),
-    ok = meck:expect(throng_archive_files, wal_sync,
-                     fun(Fd) -> wait_gate(Gate), meck:passthrough([Fd]) end),
-    1 = store_archive(1),
-    %% The sync 20 ms later begins, and holds the writer.
-    timer:sleep(200),
     Self = self(),
+    ok = meck:expect(throng_archive_files, wal_sync,
+                     fun(Fd) -> Self ! sync_began, wait_gate(Gate), meck:passthrough([Fd]) end),
+    1 = store_archive(1),
+    %% The sync a delay later begins, and holds the writer.
+    receive sync_began -> ok after 10000 -> ct:fail(no_sync_began) end,
     Writer = spawn_link(fun() -> Self ! {written, self(), store_archive(2)} end),
     receive {written, Writer, _} -> ct:fail(not_held_back) after 500 -> ok end,
     ets:insert(Gate, {open}),
     receive {written, Writer, Id} -> ?assertEqual(2, Id) after 10000 -> ct:fail(still_held) end,
     ?assertEqual(2, throng_storage:mam_count(<<"alice">>, ?S, #mam_filter{})).
+
+%% With storage.archive_sync_delay 0 a store returns after the fsync of its
+%% log record. When that fsync fails the store fails and the message is
+%% not in the archive; the next store is kept again.
+archive_with_no_delay_syncs_before_each_store_returns(_Config) ->
+    Self = self(),
+    ok = meck:new(throng_archive_files, [passthrough, no_link]),
+    Report = fun(Fd) -> Self ! {synced, erlang:monotonic_time()}, meck:passthrough([Fd]) end,
+    ok = meck:expect(throng_archive_files, wal_sync, Report),
+    %% (The writer reports its sync before it answers the store.)
+    ?assertEqual([{1, 1}, {2, 1}, {3, 1}], [{store_archive(Id), count_syncs(0)} || Id <- [1, 2, 3]]),
+    ok = meck:expect(throng_archive_files, wal_sync, fun(_) -> {error, eio} end),
+    ?assertEqual({aborted, {archive, {log_sync, eio}}}, failure(fun() -> store_archive(4) end)),
+    ok = meck:expect(throng_archive_files, wal_sync, Report),
+    ?assertEqual({5, 1}, {store_archive(5), count_syncs(0)}),
+    ?assertEqual([1, 2, 3, 5], archive_ids()).
 
 %% A store that returned is in the files: the writer killed right after
 %% (as a kill -9 of the node would) loses nothing, and its successor

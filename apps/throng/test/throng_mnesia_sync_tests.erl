@@ -26,6 +26,10 @@ sync_test_() ->
 %% sync_log calls report here and wait for {finish, ResultFun}.
 with_sync(Test) ->
     Self = self(),
+    %% A sync_soon's sync begins storage.archive_sync_delay ms later.
+    ok = application:set_env(throng, config, #{storage => #{archive_sync_delay => 10}}),
+    ok = throng_config:load(),
+    ok = application:unset_env(throng, config),
     ok = meck:new(mnesia, [no_link]),
     ok = meck:expect(mnesia, sync_log,
                      fun() ->

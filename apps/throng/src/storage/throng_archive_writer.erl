@@ -12,10 +12,11 @@
 %% the table and then the files ({@link pending/2}). When the call returns,
 %% every query sees the message and the log's write is in the operating
 %% system's hands: a `kill -9' of the node loses nothing (the next start
-%% replays the log). The log is fsynced ?SYNC_MS ms after the first write
-%% that follows a sync, once for every message of that moment; while it
-%% syncs this writer's callers wait, so what a crash of the machine can
-%% lose is what came in during one sync. Past ?MAX_PENDING pending
+%% replays the log). The log is fsynced `storage.archive_sync_delay' ms
+%% after the first write that follows a sync, once for every message of
+%% that time; while it syncs this writer's callers wait, so what a crash of
+%% the machine can lose is what came in during one delay. With a delay of
+%% 0 a batch is fsynced before its stores are answered. Past ?MAX_PENDING pending
 %% messages a store waits until the applier has caught up.
 %%
 %% Ids increase in the whole shard (the asked id, or one above the last
@@ -44,7 +45,8 @@
 -ignore_xref([{start_link, 2}]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--define(SYNC_MS, 20).
+%% After a failed fsync, the next attempt.
+-define(RETRY_SYNC_MS, 1000).
 -define(MAX_PENDING, 50000).
 %% A batch of log records is written when the mailbox is empty, or at
 %% this many bytes or records.
@@ -204,10 +206,11 @@ flush(#st{buf = []} = St) ->
 flush(#st{buf = Buf, waiting = Waiting, wal = Wal, table = Table} = St) ->
     Replies = lists:reverse(Waiting),
     St1 = St#st{buf = [], waiting = [], buf_bytes = 0},
-    case file:write(Wal, lists:reverse(Buf)) of
+    Delay = sync_delay(),
+    case write_batch(Wal, Buf, Delay) of
         ok ->
             lists:foreach(fun({From, _Key, Id}) -> gen_server:reply(From, {ok, Id}) end, Replies),
-            St2 = arm_sync(St1#st{wal_bytes = St#st.wal_bytes + St#st.buf_bytes}),
+            St2 = after_write(Delay, St1#st{wal_bytes = St#st.wal_bytes + St#st.buf_bytes}),
             case St2#st.unapplied > ?MAX_PENDING of
                 true ->
                     %% The applier is behind: the writer waits for it.
@@ -216,15 +219,34 @@ flush(#st{buf = Buf, waiting = Waiting, wal = Wal, table = Table} = St) ->
                 false ->
                     St2
             end;
-        {error, E} ->
-            logger:error(#{what => archive_write_failed, shard => St#st.shard,
-                           reason => {log_write, E}}),
+        {error, Why} ->
+            logger:error(#{what => archive_write_failed, shard => St#st.shard, reason => Why}),
             lists:foreach(fun({From, Key, _Id}) ->
                                   ets:delete(Table, Key),
-                                  gen_server:reply(From, {error, {log_write, E}})
+                                  gen_server:reply(From, {error, Why})
                           end, Replies),
             St1
     end.
+
+%% The batch's log records written; with a delay of 0 also fsynced.
+write_batch(Wal, Buf, Delay) ->
+    case file:write(Wal, lists:reverse(Buf)) of
+        ok when Delay =:= 0 ->
+            case throng_archive_files:wal_sync(Wal) of
+                ok -> ok;
+                {error, E} -> {error, {log_sync, E}}
+            end;
+        ok -> ok;
+        {error, E} -> {error, {log_write, E}}
+    end.
+
+%% Synced already (a delay of 0): the time for a checkpoint may have come,
+%% as after a sync of the timer's.
+after_write(0, St) -> maybe_checkpoint(St);
+after_write(_, St) -> arm_sync(St).
+
+sync_delay() ->
+    throng_config:get([storage, archive_sync_delay]).
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}} | {noreply, #st{}, 0}.
 handle_cast(checkpointed, St) ->
@@ -267,8 +289,8 @@ open_wal(Root, Shard, Seq) ->
         {error, _} = E -> E
     end.
 
-%% Appended at once (not batched); synced ?SYNC_MS ms later with every
-%% record of that moment.
+%% Appended at once (not batched); synced storage.archive_sync_delay ms
+%% later with every record of that time.
 log(US, What, Rec, #st{wal = Wal, wal_bytes = Bytes} = St) ->
     Bin = throng_archive_files:wal_record(US, What, Rec),
     case file:write(Wal, Bin) of
@@ -278,7 +300,7 @@ log(US, What, Rec, #st{wal = Wal, wal_bytes = Bytes} = St) ->
     arm_sync(St#st{wal_bytes = Bytes + byte_size(Bin)}).
 
 arm_sync(#st{sync_timer = none} = St) ->
-    St#st{sync_timer = erlang:send_after(?SYNC_MS, self(), sync)};
+    St#st{sync_timer = erlang:send_after(sync_delay(), self(), sync)};
 arm_sync(St) ->
     St.
 
@@ -297,7 +319,7 @@ sync_wal(#st{wal = Wal} = St) ->
         {error, E} ->
             %% The records stay in the file; the next sync tries again.
             logger:error(#{what => archive_log_sync_failed, shard => St#st.shard, reason => E}),
-            St#st{sync_timer = erlang:send_after(?SYNC_MS, self(), sync)}
+            St#st{sync_timer = erlang:send_after(?RETRY_SYNC_MS, self(), sync)}
     end.
 
 %% A new log file; the applier deletes the old ones once what they hold is

@@ -12,9 +12,11 @@
 %%
 %% A writer whose contract allows durability a moment after it returns (the
 %% message archive's) does not wait: {@link sync_soon/1} asks for a sync
-%% that covers its commit and nobody waits for, started ?SOON_MS later so
-%% that the commits of those milliseconds share it (one archived message
-%% after another used to cost an fsync each).
+%% that covers its commit and nobody waits for, started
+%% `storage.archive_sync_delay' milliseconds later (this node's value) so
+%% that the commits of that time share it: at 10 ms, as this began, a
+%% lightly loaded node fsynced 24 times a second, a quarter of its CPU
+%% (docs/benchmarks.md).
 -module(throng_mnesia_sync).
 -behaviour(gen_server).
 
@@ -28,8 +30,6 @@
              next = [] :: [gen_server:from()],      %% answered by the sync after it
              again = false :: boolean(),            %% a sync is owed after the running one
              soon = false :: boolean()}).           %% a sync_soon's timer is running
-
--define(SOON_MS, 10).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -45,9 +45,9 @@ sync() ->
 
 %% @doc Asks the group commit of each node of Nodes (this one too if it is
 %% named) for a sync that covers every transaction committed before the
-%% call, without waiting for it: on disk within ?SOON_MS (10) milliseconds
-%% and a sync's time (about a millisecond here) unless the node stops
-%% first. A node not connected is not asked.
+%% call, without waiting for it: on disk within each node's
+%% `storage.archive_sync_delay' and a sync's time (about a millisecond
+%% here) unless the node stops first. A node not connected is not asked.
 -spec sync_soon([node()]) -> ok.
 sync_soon(Nodes) ->
     [erlang:send({?MODULE, N}, {'$gen_cast', sync_soon}, [noconnect]) || N <- Nodes],
@@ -68,7 +68,7 @@ handle_call(sync, From, #st{next = Next} = St) ->
 handle_cast(sync_soon, #st{soon = true} = St) ->
     {noreply, St};
 handle_cast(sync_soon, St) ->
-    _ = erlang:send_after(?SOON_MS, self(), soon),
+    _ = erlang:send_after(throng_config:get([storage, archive_sync_delay]), self(), soon),
     {noreply, St#st{soon = true}};
 handle_cast(_Msg, St) ->
     {noreply, St}.

@@ -10,8 +10,8 @@
 %% `error({storage_failed, Reason})' ({@link failure()}); no other exception
 %% comes out of storage. A write that returns is durable: it survives
 %% `kill -9' of the node and a crash of the machine (one exception,
-%% spelled out: {@link mam_store/3}, durable a few tens of milliseconds
-%% later). When a write raises,
+%% spelled out: {@link mam_store/3}, durable `storage.archive_sync_delay'
+%% later, a second by default). When a write raises,
 %% it was not acknowledged and its outcome depends on Reason:
 %% <ul>
 %% <li>`{aborted, Why}': the transaction did not commit; nothing changed.</li>
@@ -173,9 +173,10 @@
 %% in a store that only appends, the id is not above every id it gave),
 %% and returns the id it used. It runs for every message archived, so it
 %% may return before the write is on disk, once every later read sees it,
-%% if the write becomes durable within a few tens of milliseconds without
-%% another call (the only write of this behaviour allowed to: Mnesia alone
-%% on its node logs it to its archive files' log, fsynced 20 ms later;
+%% if the write becomes durable within `storage.archive_sync_delay' (a
+%% second by default; 0: before it returns) without another call (the only
+%% write of this behaviour allowed to: Mnesia alone on its node logs it to
+%% its archive files' log, fsynced that delay later;
 %% Mnesia with db nodes commits it there and asks their group commit for
 %% an fsync it does not wait for; PostgreSQL returns after the commit). mam_query returns the
 %% messages the filter selects, in ascending order of id: the first Limit

@@ -808,15 +808,25 @@ mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
             case archive_id(Id0) of
                 {own, Id} ->
                     activity(sync_dirty, fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
-                    _ = deferred() orelse sync_soon(),
-                    Id;
+                    case deferred() orelse archive_sync() of
+                        {error, Why} -> failed({sync, Why});
+                        _ -> Id
+                    end;
                 {shared, Id1} ->
                     tx(fun() ->
                                Id = free_id(US, Id1),
                                mnesia:write(mam_row(US, Id, Msg)),
                                Id
-                       end, fun(_) -> ok end, fun sync_soon/0)
+                       end, fun(_) -> ok end, fun archive_sync/0)
             end
+    end.
+
+%% An archived message's fsync: asked for and not waited for
+%% (storage.archive_sync_delay later), or with a delay of 0 waited for.
+archive_sync() ->
+    case throng_config:get([storage, archive_sync_delay]) of
+        0 -> sync();
+        _ -> sync_soon()
     end.
 
 mam_row(US, Id, #mam_msg{peer = Peer, packet = Packet}) ->
