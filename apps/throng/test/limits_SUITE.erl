@@ -150,8 +150,7 @@ repeated_failures_are_slowed(_) ->
 %% stanza is handled, it just takes longer.
 shaper_slows_flood_without_loss(_) ->
     A = login(<<"alice">>),
-    ?C:send(A, ?C:presence([])),
-    ?C:flush(A),
+    ok = ?C:available(A),
     Before = throng_metrics:value(shaper_delays),
     Body = binary:copy(<<"z">>, 900),
     N = 60,
@@ -184,8 +183,7 @@ max_connections_queues(_) ->
 %% offline storage.
 slow_reader_is_cut_off(_) ->
     B = login(<<"bob">>),
-    ?C:send(B, ?C:presence([])),
-    ?C:flush(B),
+    ok = ?C:available(B),
     ?C:pause(B),
     Before = throng_metrics:value(send_timeouts_closed),
     A = login(<<"alice">>),

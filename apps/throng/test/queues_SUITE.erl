@@ -66,8 +66,7 @@ slow_reader(N, Size) ->
     B = ?C:login(<<"bob">>, <<"password">>, <<"r">>, #{recbuf => 4096}),
     ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
     #xmlel{name = <<"enabled">>} = ?C:recv_stanza(B),
-    ?C:send(B, ?C:presence([])),
-    ?C:flush(B),
+    ok = ?C:available(B),
     ?C:trickle(B, 4096, 50),
     Before = cut_offs(),
     A = login(<<"alice">>),
@@ -89,8 +88,7 @@ cut_offs() ->
 %% flood.
 reader_that_keeps_up_stays(_) ->
     B = login(<<"bob">>),
-    ?C:send(B, ?C:presence([])),
-    ?C:flush(B),
+    ok = ?C:available(B),
     A = login(<<"alice">>),
     flood(A, ?N),
     ?assertEqual(?N, count_messages(B, ?N)),

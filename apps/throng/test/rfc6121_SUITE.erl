@@ -269,7 +269,8 @@ subscribe_approve_both_ways(_) ->
 subscribe_while_contact_offline(_) ->
     A = online(<<"alice">>, <<"a">>),
     ?C:send(A, ?C:presence([{<<"to">>, <<"bob@localhost">>}, {<<"type">>, <<"subscribe">>}])),
-    timer:sleep(200),
+    %% Both rosters written in alice's session before it answers her next stanza.
+    sync(A),
     ?assertMatch(#roster_item{subscription = none, ask = in}, item_of(<<"bob">>, <<"alice">>)),
     B = login(<<"bob">>, <<"b">>),
     %% Hidden from the roster while only pending in.
@@ -543,7 +544,8 @@ offline_storage_with_delay(_) ->
     A = online(<<"alice">>, <<"a">>),
     [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, integer_to_binary(N)))
      || N <- lists:seq(1, 3)],
-    timer:sleep(300),
+    %% Stored in alice's session before it answers her next stanza.
+    sync(A),
     ?assertEqual(3, throng_mod_offline:count(#jid{user = <<"bob">>, server = <<"localhost">>})),
     B = login(<<"bob">>, <<"b">>),
     ?C:send(B, ?C:presence([])),

@@ -32,8 +32,7 @@ end_per_testcase(_TC, _Config) ->
 
 online(User, Res) ->
     C = ?C:login(User, <<"password">>, Res),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 %% Sends a chat message from A to B's bare JID and checks B receives it.

@@ -11,7 +11,8 @@
          recv_stanza/2, expect_nothing/2, open_stream/1, open_stream/2, starttls/1,
          auth_plain/3, auth_scram/4, auth_scram/5, tls_server_end_point/1, bind/2, login/3, login/4, close/1, abort/1, closed/2,
          pause/1, trickle/3,
-         iq/3, iq/4, iq_skipping/4, presence/1, message/3, jid/1, flush/1, port/0, disco_features/2]).
+         iq/3, iq/4, iq_skipping/4, presence/1, message/3, jid/1, flush/1, available/1, port/0,
+         disco_features/2]).
 
 -record(c, {pid :: pid(), server :: binary(), jid :: binary() | undefined}).
 -type client() :: #c{}.
@@ -88,6 +89,26 @@ flush(C) ->
     case recv(C, 100) of
         timeout -> ok;
         _ -> flush(C)
+    end.
+
+%% @doc Sends initial presence and reads up to its echo from the server
+%% (however late it comes; skipping what comes before it), then what else
+%% has arrived (flush/1). After it, the next stanza is not that echo.
+-spec available(client()) -> ok.
+available(C) ->
+    send(C, presence([])),
+    own_echo(C, jid(C)),
+    flush(C).
+
+own_echo(C, Self) ->
+    case recv(C, 10000) of
+        #xmlel{name = <<"presence">>} = P ->
+            case throng_xml:attr(<<"from">>, P) of
+                Self -> ok;
+                _ -> own_echo(C, Self)
+            end;
+        timeout -> error({no_presence_echo, Self});
+        _ -> own_echo(C, Self)
     end.
 
 %% @doc Sends a stream header and returns the features element.

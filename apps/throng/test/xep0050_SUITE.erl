@@ -34,7 +34,7 @@ init_per_testcase(no_admins_configured, Config) ->
     Config;
 init_per_testcase(session_timeout, Config) ->
     start(Config, #{admins => [<<"admin@localhost">>],
-                    modules => #{adhoc => #{session_timeout => 1}}}),
+                    modules => #{adhoc => #{session_timeout => 2}}}),
     Config;
 init_per_testcase(max_sessions_per_requester, Config) ->
     start(Config, #{admins => [<<"admin@localhost">>],
@@ -287,16 +287,20 @@ completed_session_expired(_) ->
     ?assertEqual({error, <<"not-allowed">>, <<"session-expired">>},
                  ?A:failure(step(Ad, Sid, <<"prev">>, none))).
 
-%% With session_timeout 1, a session left alone for 2 s has expired:
-%% session-expired; a session whose requester keeps going does not.
+%% With session_timeout 2, a session left alone for 3.5 s has expired:
+%% session-expired; a session whose requester keeps going does not. (Expiry
+%% counts whole seconds, so a session lives 2 to 3 s after its last step:
+%% steps 0.7 s apart leave a slow machine 1.3 s.)
 session_timeout(_) ->
     Ad = login(<<"admin">>),
     Idle = ?A:sessionid(wizard(Ad)),
     Busy = ?A:sessionid(wizard(Ad)),
-    timer:sleep(700),
-    _ = step(Ad, Busy, <<"next">>, [{<<"name">>, <<"x">>}]),
-    timer:sleep(700),
-    _ = step(Ad, Busy, <<"prev">>, none),
+    [begin
+         timer:sleep(700),
+         _ = step(Ad, Busy, <<"next">>, [{<<"name">>, <<"x">>}]),
+         timer:sleep(700),
+         _ = step(Ad, Busy, <<"prev">>, none)
+     end || _ <- [1, 2]],
     timer:sleep(700),
     ?assertEqual({error, <<"not-allowed">>, <<"session-expired">>},
                  ?A:failure(step(Ad, Idle, <<"next">>, [{<<"name">>, <<"x">>}]))),

@@ -60,8 +60,7 @@ login(User) ->
 %% Logged in and available, with what the login brought flushed.
 online(User) ->
     C = login(User),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 text(Name, Text) ->
@@ -270,8 +269,7 @@ invalid_binval_refused(_) ->
 hash_in_probe_answer(_) ->
     A = login(<<"alice">>),
     set(A, photo_vcard(image(<<"alice">>))),
-    ?C:send(A, ?C:presence([])),
-    ?C:flush(A),
+    ok = ?C:available(A),
     B = login(<<"bob">>),
     ?C:send(B, ?C:presence([])),
     ?assertEqual({photo, sha1hex(image(<<"alice">>))}, update(presence_from(B, <<"alice@localhost/r">>))).

@@ -48,8 +48,7 @@ end_per_testcase(_TC, _Config) ->
 
 online(User) ->
     C = ?C:login(User, <<"password">>, <<"r">>),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 %% A body of Size bytes.

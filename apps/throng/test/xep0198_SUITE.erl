@@ -65,8 +65,7 @@ enable(C, Resume) ->
 
 online(User, Res) ->
     C = login(User, Res),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 msg(To, Body) -> ?C:message(To, <<"chat">>, Body).

@@ -63,8 +63,7 @@ enable(C) ->
 
 online(User, Res) ->
     C = login(User, Res),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 %% Alice, with stream management, sends bob's resource N messages and
@@ -143,8 +142,7 @@ bodies_n(N) -> [integer_to_binary(I) || I <- lists:seq(1, N)].
 routed_to_detached_is_kept_before_the_sender_ack(_) ->
     B = login(<<"bob">>, <<"b">>),
     _ = enable(B),
-    ?C:send(B, ?C:presence([])),
-    ?C:flush(B),
+    ok = ?C:available(B),
     ?C:abort(B),
     Pid = detached(<<"b">>),
     _ = send_acked(<<"bob@localhost/b">>, bodies_n(20)),

@@ -75,8 +75,7 @@ online(User) ->
 
 online(User, Res) ->
     C = ?C:login(User, <<"password">>, Res),
-    ?C:send(C, ?C:presence([])),
-    ?C:flush(C),
+    ok = ?C:available(C),
     C.
 
 chat(C, To, Body) ->

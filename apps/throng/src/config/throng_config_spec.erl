@@ -487,11 +487,13 @@ storage_spec() ->
           #{type => {int, 0, 60000}, default => 1000,
             doc => "Milliseconds from an archived message's write (XEP-0313; the embedded "
                    "store's archive files, or the Mnesia tables of cluster.db_nodes) to its "
-                   "fsync; the messages of that time share one fsync. The write is in the "
-                   "operating system's hands when it returns, so a kill -9 of the node loses "
-                   "nothing; a crash of the machine may lose the archive's copies of the last "
-                   "delay (the messages themselves are delivered or stored offline with their "
-                   "own fsync). 0: a store returns after its fsync (the stores of the same "
+                   "fsync; the messages of that time share one fsync. In the archive files "
+                   "the write is in the operating system's hands when it returns, so a kill "
+                   "-9 of the node loses nothing and a crash of the machine may lose the "
+                   "archive's copies of the last delay. On db nodes the write waits in "
+                   "Mnesia's log buffer until then, so a kill -9 of a db node may lose them "
+                   "too. The messages themselves are delivered or stored offline with their "
+                   "own fsync. 0: a store returns after its fsync (the stores of the same "
                    "moment share it). In a cluster a db node fsyncs after its own delay. Not "
                    "used with backend: pgsql, whose every store is committed at once."},
       pgsql =>
