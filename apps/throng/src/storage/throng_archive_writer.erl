@@ -16,7 +16,10 @@
 %% after the first write that follows a sync, once for every message of
 %% that time; while it syncs this writer's callers wait, so what a crash of
 %% the machine can lose is what came in during one delay. With a delay of
-%% 0 a batch is fsynced before its stores are answered. Past ?MAX_PENDING pending
+%% 0 a batch is fsynced before its stores are answered; when that fsync
+%% fails each store gets the error and leaves the pending table, but its
+%% record stays in the log, so a replay at the next start may still bring
+%% the message into the archive. Past ?MAX_PENDING pending
 %% messages a store waits until the applier has caught up.
 %%
 %% Ids increase in the whole shard (the asked id, or one above the last
