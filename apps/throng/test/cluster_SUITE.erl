@@ -28,7 +28,7 @@ all() ->
      vcard_hash_across_nodes, archive_across_nodes, motd_on_every_node,
      blocklists_across_a_restart, archive_preferences_across_nodes,
      archive_write_does_not_wait_for_the_fsync, archive_write_waits_for_the_fsync_with_no_delay,
-     archive_copies_take_no_transaction,
+     archive_copies_take_no_transaction, archive_written_from_here_for_an_older_db_node,
      archive_slots_kept_taken_and_stale, one_lookup_per_message,
      sent_carbons_ask_the_home_until_alone].
 
@@ -182,9 +182,10 @@ archive_write_does_not_wait_for_the_fsync(Config) ->
     ?assertEqual({call_count, 0}, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync, 0}, call_count])),
     [?C:close(C) || C <- [A, B]].
 
-%% With storage.archive_sync_delay 0 each archived copy waits for the db
-%% node's fsync (one throng_mnesia_sync:sync/0 there for each of the two
-%% copies, the sender's and the recipient's) before the message goes on.
+%% With storage.archive_sync_delay 0 a message's archived copies wait for
+%% the db node's fsync before the message goes on: the sender's and the
+%% recipient's copies are one call to the db node (archive_rows/2), which
+%% waits for one throng_mnesia_sync:sync/0 there.
 archive_write_waits_for_the_fsync_with_no_delay(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
     A = online(<<"alice">>, <<"a">>, N2),
@@ -192,16 +193,42 @@ archive_write_waits_for_the_fsync_with_no_delay(Config) ->
     ?C:flush(A), ?C:flush(B),
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
     <<"first">> = body(?C:recv_stanza(B)),
-    MFA = {throng_mnesia_sync, sync, 0},
-    _ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]),
+    MFAs = [{throng_mnesia_sync, sync, 0}, {throng_storage_mnesia, archive_rows, 2}],
+    [_ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]) || MFA <- MFAs],
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
     <<"archived">> = body(?C:recv_stanza(B)),
-    ?assertEqual({call_count, 2}, erpc:call(N1, erlang, trace_info, [MFA, call_count])),
+    ?assertEqual([{call_count, 1}, {call_count, 1}],
+                 [erpc:call(N1, erlang, trace_info, [MFA, call_count]) || MFA <- MFAs]),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    [?C:close(C) || C <- [A, B]].
+
+%% A db node that does not know archive_rows/2 (an older version, in a
+%% rolling upgrade): the serving node writes the copies itself, as Mnesia
+%% writes to tables it does not keep, and nothing is lost.
+archive_written_from_here_for_an_older_db_node(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    ok = erpc:call(N1, meck, new, [throng_storage_mnesia, [passthrough, no_link]]),
+    ok = erpc:call(N1, meck, delete, [throng_storage_mnesia, archive_rows, 2]),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
+    M = ?C:recv_stanza(B),
+    ?assertEqual(<<"archived">>, body(M)),
+    ?assert(is_binary(throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"stanza-id">>,
+                                                                 <<"urn:xmpp:sid:0">>)))),
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    ok = erpc:call(N1, meck, unload, [throng_storage_mnesia]),
     [?C:close(C) || C <- [A, B]].
 
 %% Each node gives archive ids of its own slot (throng_mam_slot): an
 %% archived copy is a write, not a transaction (none is committed on any
-%% node while 40 copies are archived), and two nodes storing for one user
+%% node while 40 copies are archived), a message's two copies one call to
+%% the db node, and two nodes storing for one user
 %% with the same wanted id at once keep every message, under distinct ids.
 archive_copies_take_no_transaction(Config) ->
     [N1, N2, N3] = Nodes = ?config(nodes, Config),
@@ -217,6 +244,8 @@ archive_copies_take_no_transaction(Config) ->
     Commits = fun() -> lists:sum([erpc:call(N, mnesia, system_info, [transaction_commits])
                                   || N <- Nodes]) end,
     Before = Commits(),
+    Rows = {throng_storage_mnesia, archive_rows, 2},
+    _ = erpc:call(N1, erlang, trace_pattern, [Rows, true, [call_count]]),
     [begin
          ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"to bob">>)),
          <<"to bob">> = body(?C:recv_stanza(B)),
@@ -225,6 +254,8 @@ archive_copies_take_no_transaction(Config) ->
      end || _ <- lists:seq(1, 10)],
     %% (with a transaction per copy: 40 or more)
     ?assertEqual(0, Commits() - Before),
+    %% A message's two copies are one call to the db node: 20, not 40.
+    ?assertEqual({call_count, 20}, erpc:call(N1, erlang, trace_info, [Rows, call_count])),
     Query = fun(U) -> erpc:call(N1, throng_storage, mam_query,
                                 [U, <<"localhost">>, #mam_filter{}, forward, 100]) end,
     [?assertEqual(22, length(Query(U))) || U <- [<<"alice">>, <<"bob">>]],

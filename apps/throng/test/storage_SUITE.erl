@@ -47,7 +47,8 @@ contract() ->
      offline_limits, concurrent_offline_stores_respect_the_limit, offline_totals_follow_the_store,
      inflight_claim_return_delete, inflight_recover_orphans_and_all,
      kv_term_keys, batch_returns_the_result,
-     mam_store_takes_the_next_free_id, mam_query_reads_either_end_of_a_range,
+     mam_store_takes_the_next_free_id, mam_store_many_keeps_each_in_its_archive,
+     mam_query_reads_either_end_of_a_range,
      mam_filters_and_counts, mam_delete_user_and_expire].
 
 init_per_group(pgsql_only, Config) ->
@@ -424,6 +425,23 @@ mam_store_takes_the_next_free_id(_) ->
     ?assertEqual(12, M12#mam_msg.id),
     %% The packet is kept byte for byte.
     ?assertEqual(<<"<message><body>10</body></message>">>, M10#mam_msg.packet).
+
+%% Several messages in one write (a message's two copies): each in its
+%% user's archive, the ids in the list's order, the next free one when
+%% the wanted one is taken (by another of the same list too).
+mam_store_many_keeps_each_in_its_archive(_) ->
+    ?assertEqual([], ?ST:mam_store_many([])),
+    [A1, B1, A2] = ?ST:mam_store_many([{<<"alice">>, ?S, mam(20, <<"bob@localhost">>, <<>>)},
+                                       {<<"bob">>, ?S, mam(20, <<"alice@localhost">>, <<"r">>)},
+                                       {<<"alice">>, ?S, mam(20, <<"carol@localhost">>, <<>>)}]),
+    ?assertEqual({20, 21}, {A1, A2}),
+    ?assert(B1 >= 20),
+    ?assertEqual([{20, {<<"bob@localhost">>, <<>>}}, {21, {<<"carol@localhost">>, <<>>}}],
+                 [{Id, P} || #mam_msg{id = Id, peer = P}
+                                 <- ?ST:mam_query(<<"alice">>, ?S, #mam_filter{}, forward, 10)]),
+    ?assertEqual([{B1, {<<"alice@localhost">>, <<"r">>}}],
+                 [{Id, P} || #mam_msg{id = Id, peer = P}
+                                 <- ?ST:mam_query(<<"bob">>, ?S, #mam_filter{}, forward, 10)]).
 
 %% A range is read from its start (forward) or its end (backward), at most
 %% Limit, always in ascending order; other users' messages never show.

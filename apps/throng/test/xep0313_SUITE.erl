@@ -35,6 +35,7 @@ cases() ->
        prefs_never_and_always, prefs_roster, prefs_read_only_for_users_who_set_them,
        no_store_hint, store_hint_without_body,
        groupchat_headline_and_error_not_archived, nonexistent_recipient_not_archived,
+       blocked_message_in_senders_archive_only, senders_copy_written_at_the_routes_end,
        retention_max_messages, retention_max_age, retention_sweep_runs_by_itself,
        removed_account_loses_archive, archive_survives_restart,
        form_disco_and_metadata, only_the_owner_may_query, mam1_namespace].
@@ -570,6 +571,39 @@ nonexistent_recipient_not_archived(_) ->
     ?assertEqual(<<"error">>, throng_xml:attr(<<"type">>, Err)),
     ?assertEqual(0, count(<<"nobody">>)),
     ?assertEqual([<<"anyone?">>], bodies(all(A))).
+
+%% A message the recipient's blocklist stops (XEP-0191, before the
+%% recipient's archive sees it) is still in its sender's archive: the
+%% sender's copy, which waits for the recipient's to be written with it,
+%% is written alone at the route's end.
+blocked_message_in_senders_archive_only(_) ->
+    A = online(<<"alice">>),
+    B = online(<<"bob">>),
+    R = ?C:iq(B, <<"set">>, #xmlel{name = <<"block">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:blocking">>}],
+                                   children = [#xmlel{name = <<"item">>,
+                                                      attrs = [{<<"jid">>, <<"alice@localhost">>}]}]}),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
+    chat(A, <<"bob@localhost">>, <<"blocked">>),
+    _ = sync(A) ++ sync(A),
+    ?assertEqual({1, 0}, {count(<<"alice">>), count(<<"bob">>)}),
+    ?assertEqual([<<"blocked">>], bodies(all(A))),
+    ?assertEqual([], all(B)).
+
+%% The sender's copy waits in the routing process for the recipient's, to
+%% be written with it; a route that reaches no local user's archive (a
+%% module took the message, and answered nothing) writes it alone at its
+%% end (throng_sm:at_end/1).
+senders_copy_written_at_the_routes_end(_) ->
+    {ok, From} = throng_jid:parse(<<"alice@localhost/r">>),
+    {ok, To} = throng_jid:parse(<<"someone@elsewhere.example">>),
+    El = ?C:message(<<"someone@elsewhere.example">>, <<"chat">>, <<"kept">>),
+    throng_sm:memo(fun() ->
+                           ok = throng_mod_mam:outgoing(El, #{from => From, to => To}),
+                           ?assertEqual(0, count(<<"alice">>))
+                   end),
+    ?assertEqual(1, count(<<"alice">>)),
+    A = online(<<"alice">>),
+    ?assertEqual([<<"kept">>], bodies(all(A))).
 
 %% max_messages (3 here): the sweep leaves each user's newest 3.
 retention_max_messages(_) ->

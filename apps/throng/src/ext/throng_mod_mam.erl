@@ -8,11 +8,15 @@
 %% storage), and gets `<stanza-id by="user@host" id="..."/>': the recipient
 %% receives it, online or from offline storage, and finds the same id in
 %% the archive. A message a local user sends is archived in the sender's
-%% archive by the `stanza_from_session' hook, in the sender's session. Only
-%% archivable messages ({@link archivable/1}), only for existing accounts,
-%% only as the user's preferences allow ({@link wanted/3}). A write is
-%% durable before the message moves on; a write that fails is logged and
-%% the message is delivered without an id.</li>
+%% archive: the `stanza_from_session' hook gives that copy its id and it
+%% waits in the sender's process for the recipient's copy, to be written
+%% with it (one write, in a cluster one round trip to a db node), or alone
+%% when the route ends without one. Only archivable messages ({@link
+%% archivable/1}), only for existing accounts, only as the user's
+%% preferences allow ({@link wanted/3}). The copies are written (and read
+%% by every query) before the message is delivered, durable as {@link
+%% throng_storage:mam_store/3} says; a write that fails is logged and the
+%% message is delivered without an id.</li>
 %% <li>Stanza ids. A `<stanza-id/>' a sender put in a message with the
 %% recipient's archive as `by' is removed (XEP-0359: only the archive
 %% assigns them), unless it names the very message in the archive: a
@@ -28,7 +32,7 @@
 %% A removed account loses its archive and preferences.</li>
 %% </ul>
 %% No process on the message path and nothing per session: the archive is
-%% in storage ({@link throng_storage:mam_store/3}), the preferences in the
+%% in storage ({@link throng_storage:mam_store_many/1}), the preferences in the
 %% key-value store, the key of the client ids ({@link throng_mam_id}) in
 %% the key-value store and, once read, in a `persistent_term'.
 -module(throng_mod_mam).
@@ -62,6 +66,9 @@
 -type mode() :: always | never | roster.
 -type prefs() :: {mode(), [binary()], [binary()]}.
 -export_type([prefs/0]).
+
+%% Archive copies waiting in the routing process (later/3).
+-define(LATER, {?MODULE, later}).
 
 -spec options() -> throng_config_spec:spec().
 options() ->
@@ -138,20 +145,27 @@ stop(Host) ->
 
 %% @doc Hook: a message a user's session sends goes to the sender's archive
 %% (a message to the user's own account is archived once, as it arrives).
+%% Its id is taken now; the copy waits for the recipient's ({@link
+%% incoming/2}, later in the same route) to be written with it, one write
+%% for both (in a cluster, one round trip to the db node), or is written
+%% alone when the route ends without one (throng_sm:at_end/1).
 -spec outgoing(#xmlel{}, #{from := #jid{}, to := #jid{}}) -> ok.
 outgoing(#xmlel{name = <<"message">>} = El,
          #{from := #jid{user = U, server = S} = From, to := #jid{user = TU} = To})
   when TU =/= <<>> ->
     case throng_jid:bare(To) =/= throng_jid:bare(From) andalso archivable(El)
         andalso wanted(U, S, To) of
-        true -> _ = archive(U, S, From, To, To, El), ok;
+        true -> later(U, S, mam_msg(From, To, To, El));
         false -> ok
     end;
 outgoing(_El, _Args) ->
     ok.
 
 %% @doc Hook: a message for a local user goes to the user's archive before
-%% it is delivered, and carries the archive's stanza id on.
+%% it is delivered, and carries the archive's stanza id on. The copy for
+%% its sender's archive, waiting since {@link outgoing/2}, is written with
+%% it, or alone when the recipient's archive does not take it: before the
+%% message is delivered, either way.
 -spec incoming(#xmlel{}, #{from := #jid{}, to := #jid{}}) -> ok | {ok, #xmlel{}}.
 incoming(#xmlel{name = <<"message">>} = El0, #{from := From, to := #jid{user = U, server = S} = To}) ->
     Archive = throng_jid:to_binary(throng_jid:bare(To)),
@@ -159,11 +173,11 @@ incoming(#xmlel{name = <<"message">>} = El0, #{from := From, to := #jid{user = U
     case Claimed =/= [] andalso archived(U, S, hd(Claimed), From, To, El) of
         true ->
             %% Routed again (its session ended): it is in the archive already.
-            ok;
+            store_waiting();
         false ->
             Id = case archivable(El) andalso exists(U, S) andalso wanted(U, S, From) of
                      true -> archive(U, S, From, To, From, El);
-                     false -> none
+                     false -> store_waiting(), none
                  end,
             case {Id, Claimed} of
                 {none, []} -> ok;
@@ -174,16 +188,49 @@ incoming(#xmlel{name = <<"message">>} = El0, #{from := From, to := #jid{user = U
 incoming(_El, _Args) ->
     ok.
 
-%% Stores the message in the archive of U@S, Peer being the other party;
-%% the id it got, or none when storage failed (the message goes on).
+%% Stores the message in the archive of U@S, Peer being the other party,
+%% with the copies that wait for it (later/3); the id it got, or none when
+%% storage failed (the message goes on).
 archive(U, S, From, To, Peer, El) ->
-    Msg = #mam_msg{id = throng_mam_id:next(),
-                   peer = {throng_jid:to_binary(throng_jid:bare(Peer)), Peer#jid.resource},
-                   packet = packet(From, To, El)},
-    try throng_storage:mam_store(U, S, Msg)
+    Waiting = case erase(?LATER) of
+                  undefined -> [];
+                  Items -> Items
+              end,
+    case store(Waiting ++ [{U, S, mam_msg(From, To, Peer, El)}]) of
+        none -> none;
+        Ids -> lists:last(Ids)
+    end.
+
+mam_msg(From, To, Peer, El) ->
+    #mam_msg{id = throng_mam_id:next(),
+             peer = {throng_jid:to_binary(throng_jid:bare(Peer)), Peer#jid.resource},
+             packet = packet(From, To, El)}.
+
+%% A copy that waits, in the routing process, for the next one of the same
+%% route, or for the route's end.
+later(U, S, Msg) ->
+    case get(?LATER) of
+        undefined ->
+            put(?LATER, [{U, S, Msg}]),
+            throng_sm:at_end(fun store_waiting/0);
+        Items ->
+            put(?LATER, Items ++ [{U, S, Msg}]),
+            ok
+    end.
+
+store_waiting() ->
+    case erase(?LATER) of
+        undefined -> ok;
+        Items -> _ = store(Items), ok
+    end.
+
+%% The ids, or none when storage failed (logged for each copy).
+store(Items) ->
+    try throng_storage:mam_store_many(Items)
     catch
         error:{storage_failed, Why} ->
-            logger:error(#{what => mam_store_failed, user => U, server => S, reason => Why}),
+            [logger:error(#{what => mam_store_failed, user => U, server => S, reason => Why})
+             || {U, S, _} <- Items],
             none
     end.
 

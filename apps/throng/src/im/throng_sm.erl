@@ -30,7 +30,8 @@
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
          set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
-         host_sessions/1, local_host_sessions/1, memo/1, own_others/1, not_alone/0]).
+         host_sessions/1, local_host_sessions/1, memo/1, at_end/1, own_others/1,
+         not_alone/0]).
 -export([home_view/1, home_view_many/1, local_rival/2, joined/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
@@ -304,22 +305,54 @@ view(US) ->
     end.
 
 -define(MEMO, {?MODULE, memo}).
+-define(AT_END, {?MODULE, at_end}).
 
 %% @doc Runs F, in which each bare JID whose home is another node is looked
 %% up once: routing one message asks about its recipient for the archive
 %% (does the account exist), the route and the carbons, a round trip to
 %% the home each time otherwise. For a stanza that changes no session (a
-%% message); nested calls share the outer one's answers.
+%% message); nested calls share the outer one's answers. What {@link
+%% at_end/1} left for its end runs when the outermost call ends, whether F
+%% returned or raised.
 -spec memo(fun(() -> R)) -> R.
 memo(F) ->
     case get(?MEMO) of
         undefined ->
             put(?MEMO, #{}),
             try F()
-            after erase(?MEMO)
+            after
+                erase(?MEMO),
+                run_at_end()
             end;
         _ ->
             F()
+    end.
+
+%% @doc Runs Fun when the outermost {@link memo/1} around the caller ends,
+%% after the functions given before it; now when there is none. For work
+%% that a later step of the same route may do together with its own (the
+%% archive writes a message's copy in its sender's archive with the copy
+%% in its recipient's, one write for both). What Fun raises is logged.
+-spec at_end(fun(() -> term())) -> ok.
+at_end(Fun) ->
+    case get(?MEMO) of
+        undefined -> run_logged(Fun);
+        _ -> put(?AT_END, [Fun | case get(?AT_END) of undefined -> []; Funs -> Funs end]), ok
+    end.
+
+run_at_end() ->
+    case erase(?AT_END) of
+        undefined -> ok;
+        Funs -> lists:foreach(fun run_logged/1, lists:reverse(Funs))
+    end.
+
+run_logged(Fun) ->
+    try Fun() of
+        _ -> ok
+    catch Class:Why:Stack ->
+            logger:error(#{what => route_end_failed, class => Class, reason => Why,
+                           stack => Stack}),
+            ok
     end.
 
 memo_view(Home, US) ->

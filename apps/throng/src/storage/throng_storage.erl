@@ -70,7 +70,7 @@
 -export([kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
--export([mam_store/3, mam_query/5, mam_count/3, mam_count/4, mam_delete_user/2, mam_expire/3]).
+-export([mam_store/3, mam_store_many/1, mam_query/5, mam_count/3, mam_count/4, mam_delete_user/2, mam_expire/3]).
 %% API used by tests and the benchmarks (a page counts with mam_count/4).
 -ignore_xref([{mam_count, 3}]).
 
@@ -189,6 +189,12 @@
 %% than Before (an id) and those beyond the newest MaxPerUser, and returns
 %% how many it removed (it may scan everything: for a periodic sweep).
 -callback mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
+%% mam_store_many stores several messages, each in its user's archive, as
+%% one write where the backend can (one round trip to the db node, one
+%% PostgreSQL transaction), with mam_store's guarantees for each; the ids
+%% in the order of the list. When it raises, each may or may not be
+%% stored, as for a mam_store that raised.
+-callback mam_store_many([{luser(), lserver(), #mam_msg{}}]) -> [non_neg_integer()].
 -callback mam_query(luser(), lserver(), #mam_filter{}, mam_direction(), non_neg_integer()) ->
     [#mam_msg{}].
 -callback mam_count(luser(), lserver(), #mam_filter{}, Before :: non_neg_integer()) ->
@@ -297,6 +303,13 @@ offline_bytes() -> (backend()):offline_bytes().
 %% callback).
 -spec mam_store(luser(), lserver(), #mam_msg{}) -> non_neg_integer().
 mam_store(U, S, Msg) -> (backend()):mam_store(U, S, Msg).
+
+%% @doc Archives several messages (a message's copies in its sender's and
+%% its recipient's archives) as one write: each as {@link mam_store/3}
+%% would, their ids in the order of the list.
+-spec mam_store_many([{luser(), lserver(), #mam_msg{}}]) -> [non_neg_integer()].
+mam_store_many([]) -> [];
+mam_store_many(Items) -> (backend()):mam_store_many(Items).
 
 %% @doc The first (forward) or last (backward) Limit messages of the user's
 %% archive that the filter selects, in ascending order of id.

@@ -25,7 +25,11 @@
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
          kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
-         mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
+         mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2,
+         mam_expire/3]).
+%% Called remotely (erpc) by the members that do not keep the tables.
+-export([archive_rows/2]).
+-ignore_xref([{archive_rows, 2}]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
@@ -788,45 +792,125 @@ kv_keys(Bucket) when is_atom(Bucket) ->
 %% disc_copies table every message cost ~744 bytes of RAM (bench/mam.sh).
 %% A store returns once the message is in the files (every query sees it,
 %% a kill -9 of the node does not lose it) and in the writer's log, which
-%% is fsynced ?SYNC_MS (20) ms later with every store of that moment. In a
-%% cluster whose db nodes share the tables, the archive is the table
-%% throng_mam, on the db nodes. Each node gives ids that no other node
-%% gives ({@link throng_mam_slot}), so a copy is one write sent to the db
-%% nodes, applied there when it returns (every query sees it) and fsynced
-%% with the writes of the next moments, as for the files; the nodes that
-%% got no slot take their ids in a transaction that checks the key.
+%% is fsynced `storage.archive_sync_delay' later with every store of that
+%% moment. In a cluster whose db nodes share the tables, the archive is
+%% the table throng_mam, on the db nodes. Each node gives ids that no other
+%% node gives ({@link throng_mam_slot}), so a store is written without a
+%% transaction: by a node that keeps the tables itself, and by any other
+%% in one call to a db node ({@link archive_rows/2}), which writes the
+%% rows to every db node and asks for their fsync (a message's two copies:
+%% one round trip). It returns once every query sees the rows; they are
+%% fsynced with the writes of the next moments, as for the files. The
+%% nodes that got no slot take their ids in a transaction that checks the
+%% key.
 -spec mam_store(binary(), binary(), #mam_msg{}) -> non_neg_integer().
-mam_store(U, S, #mam_msg{id = Id0} = Msg) ->
+mam_store(U, S, Msg) ->
+    [Id] = mam_store_many([{U, S, Msg}]),
+    Id.
+
+-spec mam_store_many([{binary(), binary(), #mam_msg{}}]) -> [non_neg_integer()].
+mam_store_many(Items) ->
     case archive() of
         {files, _Root} ->
-            case throng_archive_writer:store(U, S, Msg) of
-                {ok, Id} -> Id;
-                {error, Why} -> failed({aborted, {archive, Why}})
-            end;
+            [case throng_archive_writer:store(U, S, Msg) of
+                 {ok, Id} -> Id;
+                 {error, Why} -> failed({aborted, {archive, Why}})
+             end || {U, S, Msg} <- Items];
         table ->
-            US = {U, S},
-            case archive_id(Id0) of
-                {own, Id} ->
-                    activity(sync_dirty, fun() -> mnesia:write(mam_row(US, Id, Msg)) end),
-                    case deferred() orelse archive_sync() of
-                        {error, Why} -> failed({sync, Why});
-                        _ -> Id
-                    end;
-                {shared, Id1} ->
-                    tx(fun() ->
-                               Id = free_id(US, Id1),
-                               mnesia:write(mam_row(US, Id, Msg)),
-                               Id
-                       end, fun(_) -> ok end, fun archive_sync/0)
+            Wanted = [{{U, S}, archive_id(Id0), Msg} || {U, S, #mam_msg{id = Id0} = Msg} <- Items],
+            case lists:all(fun({_, Want, _}) -> element(1, Want) =:= own end, Wanted) of
+                true ->
+                    write_archive([mam_row(US, Id, Msg) || {US, {own, Id}, Msg} <- Wanted]),
+                    [Id || {_, {own, Id}, _} <- Wanted];
+                false ->
+                    tx(fun() -> [table_id(US, Want, Msg) || {US, Want, Msg} <- Wanted] end,
+                       fun(_) -> ok end, fun archive_sync/0)
             end
+    end.
+
+%% In a transaction: the row written under its own id, or the next free
+%% one of a shared id's residue.
+table_id(US, {own, Id}, Msg) ->
+    mnesia:write(mam_row(US, Id, Msg)),
+    Id;
+table_id(US, {shared, Id1}, Msg) ->
+    Id = free_id(US, Id1),
+    mnesia:write(mam_row(US, Id, Msg)),
+    Id.
+
+%% The rows, written by this node when it keeps the tables, else by a db
+%% node in one call; their fsync asked for (or waited for, with a delay of
+%% 0), unless a batch will fsync them at its end.
+write_archive(Rows) ->
+    Sync = case get(?BATCH) of
+               undefined -> archive_sync_mode();
+               _ -> none
+           end,
+    Result = case archive_node() of
+                 here -> archive_rows(Rows, Sync);
+                 Node -> remote_archive_rows(Node, Rows, Sync)
+             end,
+    _ = deferred(),
+    case Result of
+        ok -> ok;
+        {error, Why} -> failed({sync, Why})
+    end.
+
+archive_sync_mode() ->
+    case throng_config:get([storage, archive_sync_delay]) of
+        0 -> wait;
+        _ -> soon
+    end.
+
+%% here: this node keeps the tables (or no db node runs: the write here
+%% fails as Mnesia says). Else one of the running db nodes, the same one
+%% for every write of this node while they run.
+archive_node() ->
+    case persistent_term:get(?DISC_KEY, {true, []}) of
+        {true, _} -> here;
+        {false, DbNodes} ->
+            case running(DbNodes) of
+                [] -> here;
+                Running -> lists:nth(erlang:phash2(node(), length(Running)) + 1, Running)
+            end
+    end.
+
+%% @doc On a node that keeps the tables: writes archive rows (to every db
+%% node, returning when they all have them) and asks for their fsync:
+%% soon (not waited for), wait (returns once on disk) or none (a batch
+%% fsyncs at its end).
+-spec archive_rows([#throng_mam{}], none | soon | wait) -> ok | {error, term()}.
+archive_rows(Rows, Sync) ->
+    activity(sync_dirty, fun() -> lists:foreach(fun mnesia:write/1, Rows) end),
+    case Sync of
+        none -> ok;
+        soon -> sync_soon();
+        wait -> sync()
+    end.
+
+%% A db node that went away during the call (the rows may be written or
+%% not: writing them again is harmless, the same rows under the same keys)
+%% or that does not know the call (an older version): written from here,
+%% as Mnesia writes to tables it does not keep.
+remote_archive_rows(Node, Rows, Sync) ->
+    try erpc:call(Node, ?MODULE, archive_rows, [Rows, Sync], infinity)
+    catch
+        error:{exception, {storage_failed, Why}, _} -> failed(Why);
+        error:{exception, undef, [{?MODULE, archive_rows, _, _} | _]} ->
+            archive_rows(Rows, Sync);
+        error:{erpc, _} = Why ->
+            logger:warning(#{what => archive_node_unreachable, node => Node, reason => Why}),
+            archive_rows(Rows, Sync);
+        Class:Why ->
+            failed({aborted, {archive_node, Node, Class, Why}})
     end.
 
 %% An archived message's fsync: asked for and not waited for
 %% (storage.archive_sync_delay later), or with a delay of 0 waited for.
 archive_sync() ->
-    case throng_config:get([storage, archive_sync_delay]) of
-        0 -> sync();
-        _ -> sync_soon()
+    case archive_sync_mode() of
+        wait -> sync();
+        soon -> sync_soon()
     end.
 
 mam_row(US, Id, #mam_msg{peer = Peer, packet = Packet}) ->

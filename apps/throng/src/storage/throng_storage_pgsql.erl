@@ -48,7 +48,7 @@
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0,
          kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
-         mam_store/3, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
+         mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
 
@@ -474,6 +474,13 @@ mam_store(U, S, #mam_msg{id = Id, peer = {Bare, Res}, packet = Packet} = Msg) ->
         {count, 1} -> Id;
         {count, 0} -> mam_store(U, S, Msg#mam_msg{id = Id + 1})
     end.
+
+%% One transaction: one commit (and one flush of the log) for all.
+-spec mam_store_many([{binary(), binary(), #mam_msg{}}]) -> [non_neg_integer()].
+mam_store_many([{U, S, Msg}]) ->
+    [mam_store(U, S, Msg)];
+mam_store_many(Items) ->
+    transaction(fun() -> [mam_store(U, S, Msg) || {U, S, Msg} <- Items] end, #{}).
 
 -spec mam_query(binary(), binary(), #mam_filter{}, throng_storage:mam_direction(),
                 non_neg_integer()) -> [#mam_msg{}].
