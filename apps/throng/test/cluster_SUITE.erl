@@ -126,8 +126,7 @@ archive_across_nodes(Config) ->
     [R1, R2, Fin] = [?C:recv_stanza(B) || _ <- [1, 2, 3]],
     ?assertEqual(Ids, [throng_xml:attr(<<"id">>, throng_xml:subel(R, <<"result">>)) || R <- [R1, R2]]),
     ?assertEqual(<<"mam1">>, throng_xml:attr(<<"id">>, Fin)),
-    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
-    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    ?assertEqual({2, 2}, archived_counts(N1)),
     [?C:close(C) || C <- [A, B]].
 
 %% XEP-0441 preferences set on one node are obeyed by another whose
@@ -161,22 +160,14 @@ archive_preferences_across_nodes(Config) ->
 %% node fsyncs it by itself a moment later: nobody waits for that fsync
 %% (no throng_mnesia_sync:sync/0 on the db node, one sync or more run).
 archive_write_does_not_wait_for_the_fsync(Config) ->
-    [N1, N2, N3] = ?config(nodes, Config),
-    A = online(<<"alice">>, <<"a">>, N2),
-    B = online(<<"bob">>, <<"b">>, N3),
-    ?C:flush(A), ?C:flush(B),
-    %% The cluster's first archived message stores the key of the stanza
-    %% ids (a durable write, waited for): not counted.
-    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
-    <<"first">> = body(?C:recv_stanza(B)),
+    {N1, A, B} = archiving_pair(Config),
     Counted = [{throng_mnesia_sync, sync, 0}, {throng_mnesia_sync, sync_worker, 0}],
     [_ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]) || MFA <- Counted],
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
     M = ?C:recv_stanza(B),
     Id = throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"stanza-id">>, <<"urn:xmpp:sid:0">>)),
     ?assert(is_binary(Id)),
-    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
-    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    ?assertEqual({2, 2}, archived_counts(N1)),
     wait_until(fun() -> element(2, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync_worker, 0},
                                                                        call_count])) >= 1 end),
     ?assertEqual({call_count, 0}, erpc:call(N1, erlang, trace_info, [{throng_mnesia_sync, sync, 0}, call_count])),
@@ -187,32 +178,21 @@ archive_write_does_not_wait_for_the_fsync(Config) ->
 %% recipient's copies are one call to the db node (archive_rows/2), which
 %% waits for one throng_mnesia_sync:sync/0 there.
 archive_write_waits_for_the_fsync_with_no_delay(Config) ->
-    [N1, N2, N3] = ?config(nodes, Config),
-    A = online(<<"alice">>, <<"a">>, N2),
-    B = online(<<"bob">>, <<"b">>, N3),
-    ?C:flush(A), ?C:flush(B),
-    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
-    <<"first">> = body(?C:recv_stanza(B)),
+    {N1, A, B} = archiving_pair(Config),
     MFAs = [{throng_mnesia_sync, sync, 0}, {throng_storage_mnesia, archive_rows, 2}],
     [_ = erpc:call(N1, erlang, trace_pattern, [MFA, true, [call_count]]) || MFA <- MFAs],
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
     <<"archived">> = body(?C:recv_stanza(B)),
     ?assertEqual([{call_count, 1}, {call_count, 1}],
                  [erpc:call(N1, erlang, trace_info, [MFA, call_count]) || MFA <- MFAs]),
-    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
-    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    ?assertEqual({2, 2}, archived_counts(N1)),
     [?C:close(C) || C <- [A, B]].
 
 %% A db node that does not know archive_rows/2 (an older version, in a
 %% rolling upgrade): the serving node writes the copies itself, as Mnesia
 %% writes to tables it does not keep, and nothing is lost.
 archive_written_from_here_for_an_older_db_node(Config) ->
-    [N1, N2, N3] = ?config(nodes, Config),
-    A = online(<<"alice">>, <<"a">>, N2),
-    B = online(<<"bob">>, <<"b">>, N3),
-    ?C:flush(A), ?C:flush(B),
-    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
-    <<"first">> = body(?C:recv_stanza(B)),
+    {N1, A, B} = archiving_pair(Config),
     ok = erpc:call(N1, meck, new, [throng_storage_mnesia, [passthrough, no_link]]),
     ok = erpc:call(N1, meck, delete, [throng_storage_mnesia, archive_rows, 2]),
     ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"archived">>)),
@@ -220,10 +200,27 @@ archive_written_from_here_for_an_older_db_node(Config) ->
     ?assertEqual(<<"archived">>, body(M)),
     ?assert(is_binary(throng_xml:attr(<<"id">>, throng_xml:subel(M, <<"stanza-id">>,
                                                                  <<"urn:xmpp:sid:0">>)))),
-    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
-    ?assertEqual({2, 2}, {Count(<<"alice">>), Count(<<"bob">>)}),
+    ?assertEqual({2, 2}, archived_counts(N1)),
     ok = erpc:call(N1, meck, unload, [throng_storage_mnesia]),
     [?C:close(C) || C <- [A, B]].
+
+%% Alice on node 2 and Bob on node 3, after the cluster's first archived
+%% message (it stores the key of the stanza ids and claims node 2's id
+%% slot: durable writes, waited for, which the cases do not count); N1 is
+%% the db node.
+archiving_pair(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N2),
+    B = online(<<"bob">>, <<"b">>, N3),
+    ?C:flush(A), ?C:flush(B),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"first">>)),
+    <<"first">> = body(?C:recv_stanza(B)),
+    {N1, A, B}.
+
+%% The messages in Alice's and Bob's archives, read on the db node.
+archived_counts(N1) ->
+    Count = fun(U) -> erpc:call(N1, throng_storage, mam_count, [U, <<"localhost">>, #mam_filter{}]) end,
+    {Count(<<"alice">>), Count(<<"bob">>)}.
 
 %% Each node gives archive ids of its own slot (throng_mam_slot): an
 %% archived copy is a write, not a transaction (none is committed on any
