@@ -192,11 +192,7 @@ incoming(_El, _Args) ->
 %% with the copies that wait for it (later/3); the id it got, or none when
 %% storage failed (the message goes on).
 archive(U, S, From, To, Peer, El) ->
-    Waiting = case erase(?LATER) of
-                  undefined -> [];
-                  Items -> Items
-              end,
-    case store(Waiting ++ [{U, S, mam_msg(From, To, Peer, El)}]) of
+    case store(take_waiting() ++ [{U, S, mam_msg(From, To, Peer, El)}]) of
         none -> none;
         Ids -> lists:last(Ids)
     end.
@@ -209,19 +205,23 @@ mam_msg(From, To, Peer, El) ->
 %% A copy that waits, in the routing process, for the next one of the same
 %% route, or for the route's end.
 later(U, S, Msg) ->
-    case get(?LATER) of
-        undefined ->
-            put(?LATER, [{U, S, Msg}]),
-            throng_sm:at_end(fun store_waiting/0);
-        Items ->
-            put(?LATER, Items ++ [{U, S, Msg}]),
-            ok
+    Waiting = take_waiting(),
+    put(?LATER, Waiting ++ [{U, S, Msg}]),
+    case Waiting of
+        [] -> throng_sm:at_end(fun store_waiting/0);
+        _ -> ok
     end.
 
 store_waiting() ->
-    case erase(?LATER) of
-        undefined -> ok;
+    case take_waiting() of
+        [] -> ok;
         Items -> _ = store(Items), ok
+    end.
+
+take_waiting() ->
+    case erase(?LATER) of
+        undefined -> [];
+        Items -> Items
     end.
 
 %% The ids, or none when storage failed (logged for each copy).

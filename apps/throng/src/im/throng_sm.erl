@@ -337,7 +337,13 @@ memo(F) ->
 at_end(Fun) ->
     case get(?MEMO) of
         undefined -> run_logged(Fun);
-        _ -> put(?AT_END, [Fun | case get(?AT_END) of undefined -> []; Funs -> Funs end]), ok
+        _ -> put(?AT_END, [Fun | at_end_funs()]), ok
+    end.
+
+at_end_funs() ->
+    case get(?AT_END) of
+        undefined -> [];
+        Funs -> Funs
     end.
 
 run_at_end() ->

@@ -842,15 +842,14 @@ table_id(US, {shared, Id1}, Msg) ->
 %% node in one call; their fsync asked for (or waited for, with a delay of
 %% 0), unless a batch will fsync them at its end.
 write_archive(Rows) ->
-    Sync = case get(?BATCH) of
-               undefined -> archive_sync_mode();
-               _ -> none
+    Sync = case deferred() of
+               true -> none;
+               false -> archive_sync_mode()
            end,
     Result = case archive_node() of
                  here -> archive_rows(Rows, Sync);
                  Node -> remote_archive_rows(Node, Rows, Sync)
              end,
-    _ = deferred(),
     case Result of
         ok -> ok;
         {error, Why} -> failed({sync, Why})
@@ -882,11 +881,11 @@ archive_node() ->
 -spec archive_rows([#throng_mam{}], none | soon | wait) -> ok | {error, term()}.
 archive_rows(Rows, Sync) ->
     activity(sync_dirty, fun() -> lists:foreach(fun mnesia:write/1, Rows) end),
-    case Sync of
-        none -> ok;
-        soon -> sync_soon();
-        wait -> sync()
-    end.
+    sync_by(Sync).
+
+sync_by(none) -> ok;
+sync_by(soon) -> sync_soon();
+sync_by(wait) -> sync().
 
 %% A db node that went away during the call (the rows may be written or
 %% not: writing them again is harmless, the same rows under the same keys)
@@ -908,10 +907,7 @@ remote_archive_rows(Node, Rows, Sync) ->
 %% An archived message's fsync: asked for and not waited for
 %% (storage.archive_sync_delay later), or with a delay of 0 waited for.
 archive_sync() ->
-    case archive_sync_mode() of
-        wait -> sync();
-        soon -> sync_soon()
-    end.
+    sync_by(archive_sync_mode()).
 
 mam_row(US, Id, #mam_msg{peer = Peer, packet = Packet}) ->
     #throng_mam{key = {US, Id}, peer = Peer, packet = Packet}.
