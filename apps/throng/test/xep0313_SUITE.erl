@@ -592,7 +592,7 @@ blocked_message_in_senders_archive_only(_) ->
 %% The sender's copy waits in the routing process for the recipient's, to
 %% be written with it; a route that reaches no local user's archive (a
 %% module took the message, and answered nothing) writes it alone at its
-%% end (throng_sm:at_end/1).
+%% end (throng_sm:defer/2).
 senders_copy_written_at_the_routes_end(_) ->
     {ok, From} = throng_jid:parse(<<"alice@localhost/r">>),
     {ok, To} = throng_jid:parse(<<"someone@elsewhere.example">>),

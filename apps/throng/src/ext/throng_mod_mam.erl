@@ -41,7 +41,7 @@
 -include("throng.hrl").
 
 -export([options/0, iq_handlers/0, hooks/0, account_features/1, start/2, stop/1]).
--export([iq/2, outgoing/2, incoming/2, user_removed/2]).
+-export([iq/2, outgoing/2, incoming/2, user_removed/2, route_end/1]).
 -export([sweep/1, archivable/1, parse_prefs/1, prefs_el/2, wanted/3]).
 %% For the archives of MUC rooms (throng_muc_mam).
 -export([storable/1, id_key/0, sweep/3, answer/6, metadata_el/3]).
@@ -49,6 +49,8 @@
 %% sweep/1 and sweep/3 (the rooms' archives, throng_mod_muc) run from
 %% timers (timer:apply_interval/4).
 -ignore_xref([{iq, 2}, {outgoing, 2}, {incoming, 2}, {user_removed, 2}, {sweep, 1}, {sweep, 3}]).
+%% Called by throng_sm when a route ends (throng_sm:defer/2).
+-ignore_xref([{route_end, 1}]).
 %% Pure parts, used by throng_mam_tests.
 -ignore_xref([{archivable, 1}, {parse_prefs, 1}, {prefs_el, 2}, {wanted, 3}]).
 
@@ -67,8 +69,6 @@
 -type prefs() :: {mode(), [binary()], [binary()]}.
 -export_type([prefs/0]).
 
-%% Archive copies waiting in the routing process (later/3).
--define(LATER, {?MODULE, later}).
 
 -spec options() -> throng_config_spec:spec().
 options() ->
@@ -148,7 +148,7 @@ stop(Host) ->
 %% Its id is taken now; the copy waits for the recipient's ({@link
 %% incoming/2}, later in the same route) to be written with it, one write
 %% for both (in a cluster, one round trip to the db node), or is written
-%% alone when the route ends without one (throng_sm:at_end/1).
+%% alone when the route ends without one (throng_sm:defer/2).
 -spec outgoing(#xmlel{}, #{from := #jid{}, to := #jid{}}) -> ok.
 outgoing(#xmlel{name = <<"message">>} = El,
          #{from := #jid{user = U, server = S} = From, to := #jid{user = TU} = To})
@@ -203,26 +203,25 @@ mam_msg(From, To, Peer, El) ->
              packet = packet(From, To, El)}.
 
 %% A copy that waits, in the routing process, for the next one of the same
-%% route, or for the route's end.
+%% route, or for the route's end (route_end/1).
 later(U, S, Msg) ->
-    Waiting = take_waiting(),
-    put(?LATER, Waiting ++ [{U, S, Msg}]),
-    case Waiting of
-        [] -> throng_sm:at_end(fun store_waiting/0);
-        _ -> ok
-    end.
+    throng_sm:defer(?MODULE, {U, S, Msg}).
+
+%% @doc The route ended with copies no later one took ({@link later/3},
+%% throng_sm:defer/2): written now.
+-spec route_end([{binary(), binary(), #mam_msg{}}]) -> ok.
+route_end(Items) ->
+    _ = store(Items),
+    ok.
 
 store_waiting() ->
     case take_waiting() of
         [] -> ok;
-        Items -> _ = store(Items), ok
+        Items -> route_end(Items)
     end.
 
 take_waiting() ->
-    case erase(?LATER) of
-        undefined -> [];
-        Items -> Items
-    end.
+    throng_sm:take_deferred(?MODULE).
 
 %% The ids, or none when storage failed (logged for each copy).
 store(Items) ->

@@ -30,7 +30,8 @@
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
          set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
-         host_sessions/1, local_host_sessions/1, memo/1, at_end/1, own_others/1,
+         host_sessions/1, local_host_sessions/1, memo/1, defer/2, take_deferred/1,
+         carry/0, resume/1, own_others/1,
          not_alone/0]).
 -export([home_view/1, home_view_many/1, local_rival/2, joined/2, place_again/2, local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
@@ -66,7 +67,10 @@
 -type entry() :: {Resource :: binary(), pid(), Prio :: undefined | integer(),
                   Pres :: undefined | #xmlel{}}.
 -type key() :: {{binary(), binary()}, binary()}.
--export_type([entry/0, key/0]).
+%% Work deferred to a route's end (defer/2): {Module, Items} in the order
+%% of each module's first item, the items in the order given.
+-type deferred() :: [{module(), [term()]}].
+-export_type([entry/0, key/0, deferred/0]).
 
 -spec init() -> ok.
 init() ->
@@ -305,14 +309,14 @@ view(US) ->
     end.
 
 -define(MEMO, {?MODULE, memo}).
--define(AT_END, {?MODULE, at_end}).
+-define(DEFERRED, {?MODULE, deferred}).
 
 %% @doc Runs F, in which each bare JID whose home is another node is looked
 %% up once: routing one message asks about its recipient for the archive
 %% (does the account exist), the route and the carbons, a round trip to
 %% the home each time otherwise. For a stanza that changes no session (a
 %% message); nested calls share the outer one's answers. What {@link
-%% at_end/1} left for its end runs when the outermost call ends, whether F
+%% defer/2} left for its end runs when the outermost call ends, whether F
 %% returned or raised.
 -spec memo(fun(() -> R)) -> R.
 memo(F) ->
@@ -322,42 +326,75 @@ memo(F) ->
             try F()
             after
                 erase(?MEMO),
-                run_at_end()
+                run_deferred()
             end;
         _ ->
             F()
     end.
 
-%% @doc Runs Fun when the outermost {@link memo/1} around the caller ends,
-%% after the functions given before it; now when there is none. For work
-%% that a later step of the same route may do together with its own (the
-%% archive writes a message's copy in its sender's archive with the copy
-%% in its recipient's, one write for both). What Fun raises is logged.
--spec at_end(fun(() -> term())) -> ok.
-at_end(Fun) ->
+%% @doc Leaves Item for `Module:route_end(Items)', which runs when the
+%% outermost {@link memo/1} around the caller ends, with every item the
+%% module left in that route (in order; the modules in the order of their
+%% first item); now, alone, when there is none. A later step of the same
+%% route may take the items first ({@link take_deferred/1}) and do their
+%% work together with its own: the archive writes a message's copy in its
+%% sender's archive with the copy in its recipient's, one write for both.
+%% The items are data, not funs, so that a route handed to another node
+%% ({@link carry/0}) takes them along. What route_end/1 raises is logged.
+-spec defer(module(), term()) -> ok.
+defer(Module, Item) ->
     case get(?MEMO) of
-        undefined -> run_logged(Fun);
-        _ -> put(?AT_END, [Fun | at_end_funs()]), ok
+        undefined -> run_logged(Module, [Item]);
+        _ ->
+            Deferred = deferred(),
+            put(?DEFERRED, case lists:keyfind(Module, 1, Deferred) of
+                               {_, Items} -> lists:keyreplace(Module, 1, Deferred,
+                                                              {Module, Items ++ [Item]});
+                               false -> Deferred ++ [{Module, [Item]}]
+                           end),
+            ok
     end.
 
-at_end_funs() ->
-    case get(?AT_END) of
+%% @doc Takes back what Module deferred in the current route ({@link
+%% defer/2}), in order: its route_end/1 will not see them.
+-spec take_deferred(module()) -> [term()].
+take_deferred(Module) ->
+    Deferred = deferred(),
+    case lists:keytake(Module, 1, Deferred) of
+        {value, {_, Items}, Rest} -> put(?DEFERRED, Rest), Items;
+        false -> []
+    end.
+
+%% @doc Takes everything deferred in the current route, to be carried with
+%% the route to another node, where {@link resume/1} puts it back.
+-spec carry() -> deferred().
+carry() ->
+    case erase(?DEFERRED) of
         undefined -> [];
-        Funs -> Funs
+        Deferred -> Deferred
     end.
 
-run_at_end() ->
-    case erase(?AT_END) of
-        undefined -> ok;
-        Funs -> lists:foreach(fun run_logged/1, lists:reverse(Funs))
+%% @doc Inside {@link memo/1}: what another node's route deferred ({@link
+%% carry/0}) is deferred in this one.
+-spec resume(deferred()) -> ok.
+resume(Carried) ->
+    lists:foreach(fun({Module, Items}) -> [defer(Module, I) || I <- Items] end, Carried).
+
+deferred() ->
+    case get(?DEFERRED) of
+        undefined -> [];
+        Deferred -> Deferred
     end.
 
-run_logged(Fun) ->
-    try Fun() of
+run_deferred() ->
+    lists:foreach(fun({Module, Items}) -> run_logged(Module, Items) end, carry()).
+
+run_logged(Module, Items) ->
+    try Module:route_end(Items) of
         _ -> ok
     catch Class:Why:Stack ->
-            logger:error(#{what => route_end_failed, class => Class, reason => Why,
-                           stack => Stack}),
+            logger:error(#{what => route_end_failed, module => Module, class => Class,
+                           reason => Why, stack => Stack}),
             ok
     end.
 
