@@ -43,6 +43,7 @@ init(top) ->
         [#{id => throng_table_owner,
            start => {throng_table_owner, start_link,
                      [[{throng_sm, init, []}, {throng_caps, init, []}, {throng_dir, init_table, []},
+                       {throng_handoff, init_table, []},
                        {throng_kv_filter, init, []},
                        {throng_metrics, init_hot_queues, []},
                        {throng_tables, create, []}]]}},
@@ -62,5 +63,8 @@ init(services) ->
         %% membership process that fills the member list.
         throng_dir:child_specs(#{rival => fun throng_sm:local_rival/2,
                                  joined => fun throng_sm:joined/2}) ++
+        %% Stanzas handed to this node as their users' home, and the copies
+        %% of those it handed to others, kept until confirmed.
+        throng_handoff:child_specs() ++
         [#{id => throng_cluster, start => {throng_cluster, start_link, []}}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

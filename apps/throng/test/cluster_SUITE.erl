@@ -30,7 +30,8 @@ all() ->
      archive_write_does_not_wait_for_the_fsync, archive_write_waits_for_the_fsync_with_no_delay,
      archive_copies_take_no_transaction, archive_written_from_here_for_an_older_db_node,
      archive_slots_kept_taken_and_stale, one_lookup_per_message,
-     sent_carbons_ask_the_home_until_alone].
+     sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
+     routed_at_home_in_order, handed_off_stanza_survives_its_home].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -52,6 +53,8 @@ init_per_testcase(TC, Config) ->
         put(shared_opts, #{hd(Names) => #{max_connections => 3, when_full => stop_listening}}),
     TC =:= archive_write_waits_for_the_fsync_with_no_delay andalso
         put(node_config, #{storage => #{archive_sync_delay => 0}}),
+    TC =:= one_lookup_per_message andalso
+        put(node_config, #{cluster => #{route_at_home => false}}),
     Nodes = start_cluster(Config, Names),
     wait_members(Nodes),
     N1 = hd(Nodes),
@@ -256,11 +259,17 @@ archive_copies_take_no_transaction(Config) ->
     Query = fun(U) -> erpc:call(N1, throng_storage, mam_query,
                                 [U, <<"localhost">>, #mam_filter{}, forward, 100]) end,
     [?assertEqual(22, length(Query(U))) || U <- [<<"alice">>, <<"bob">>]],
-    %% Each serving node has a slot of its own; its ids are that slot
-    %% modulo 64.
+    %% Each node that wrote copies has a slot of its own (the recipients'
+    %% homes, which route the messages to them and write both copies); its
+    %% ids are that slot modulo 64.
     Slots = slots(N1),
-    ?assertEqual(2, length(lists:usort([S || {S, _} <- Slots]))),
-    ?assertEqual(lists:sort([N2, N3]), lists:sort([N || {_, N} <- Slots])),
+    SlotNodes = lists:sort([N || {_, N} <- Slots]),
+    Homes = lists:usort([erpc:call(N1, throng_members, home, [{U, <<"localhost">>}])
+                         || U <- [<<"alice">>, <<"bob">>]]),
+    ?assertEqual(length(Slots), length(lists:usort([S || {S, _} <- Slots]))),
+    ?assertEqual(lists:usort(SlotNodes), SlotNodes),
+    ?assertEqual([], SlotNodes -- Nodes),
+    ?assertEqual([], Homes -- SlotNodes),
     ?assert(lists:all(fun(#mam_msg{id = Id}) -> lists:keymember(Id rem 64, 1, Slots) end,
                       Query(<<"alice">>))),
     %% The same wanted id on two nodes at once, 50 times each.
@@ -332,10 +341,10 @@ slot_rows(N) ->
     [{S, V} || S <- erpc:call(N, throng_storage, kv_keys, [mam_slot]),
                {ok, V} <- [erpc:call(N, throng_storage, kv_get, [mam_slot, S])]].
 
-%% Routing one chat message asks the recipient's home about the recipient
-%% once (throng_sm:memo/1): the archive (does the account exist), the
-%% route and the carbons share the answer. Without the memo: 2 asks, and
-%% an account read from the store.
+%% With cluster.route_at_home off, routing one chat message asks the
+%% recipient's home about the recipient once (throng_sm:memo/1): the
+%% archive (does the account exist), the route and the carbons share the
+%% answer. Without the memo: 2 asks, and an account read from the store.
 one_lookup_per_message(Config) ->
     Nodes = ?config(nodes, Config),
     Home = fun(U) -> erpc:call(hd(Nodes), throng_members, home, [{U, <<"localhost">>}]) end,
@@ -357,6 +366,111 @@ one_lookup_per_message(Config) ->
     ct:pal("asks ~p homes ~p", [Asks, {HomeB, Home(<<"alice">>), SenderNode}]),
     ?assertEqual(1, Asks),
     [?C:close(C) || C <- [A, B]].
+
+%% A message for a user whose home is a third node is handed to the home,
+%% which routes it: every lookup of the recipient there is made by the
+%% home's worker for that user, none by a process the sender started there
+%% (an erpc call), and the sender's node keeps nothing once the home has
+%% confirmed it. Both archive copies are written, the carbons go out.
+message_routed_at_its_home(Config) ->
+    Nodes = ?config(nodes, Config),
+    BobUS = {<<"bob">>, <<"localhost">>},
+    HomeB = erpc:call(hd(Nodes), throng_members, home, [BobUS]),
+    [SenderNode, Third] = Nodes -- [HomeB],
+    B = online(<<"bob">>, <<"b">>, Third),
+    A = online(<<"alice">>, <<"a">>, SenderNode),
+    ?C:flush(A), ?C:flush(B),
+    Worker = erpc:call(HomeB, erlang, whereis, [erpc:call(HomeB, throng_handoff, worker_for, [BobUS])]),
+    Callers = callers(HomeB, BobUS),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"at home">>)),
+    M = ?C:recv_stanza(B),
+    ?assertEqual(<<"at home">>, body(M)),
+    ?assertNotEqual(undefined, throng_xml:subel(M, <<"stanza-id">>, <<"urn:xmpp:sid:0">>)),
+    [_ | _] = Seen = Callers(),
+    ?assertEqual([Worker], lists:usort(Seen)),
+    wait_until(fun() -> erpc:call(SenderNode, throng_handoff, pending, []) =:= 0 end),
+    %% Both archives hold it.
+    wait_until(fun() -> archived_counts(hd(Nodes)) =:= {1, 1} end),
+    [?C:close(C) || C <- [A, B]].
+
+%% Messages and presence one user sends another whose home is a third node
+%% arrive in the order sent: the messages go through the home's worker for
+%% the recipient, and so does the sender's presence broadcast.
+routed_at_home_in_order(Config) ->
+    Nodes = ?config(nodes, Config),
+    HomeB = erpc:call(hd(Nodes), throng_members, home, [{<<"bob">>, <<"localhost">>}]),
+    [SenderNode, Third] = Nodes -- [HomeB],
+    B = online(<<"bob">>, <<"b">>, Third),
+    A = online(<<"alice">>, <<"a">>, SenderNode),
+    ?C:flush(A), ?C:flush(B),
+    Bodies = [integer_to_binary(I) || I <- lists:seq(1, 100)],
+    [?C:send(A, ?C:message(To, <<"chat">>, Body))
+     || {Body, To} <- lists:zip(Bodies, lists:append(lists:duplicate(50, [<<"bob@localhost">>,
+                                                                           <<"bob@localhost/b">>])))],
+    ?C:send(A, #xmlel{name = <<"presence">>,
+                      children = [#xmlel{name = <<"status">>, children = [{xmlcdata, <<"after">>}]}]}),
+    Got = [recv_chat_or_presence(B) || _ <- lists:seq(1, 101)],
+    ?assertEqual(Bodies ++ [presence], Got),
+    [?C:close(C) || C <- [A, B]].
+
+recv_chat_or_presence(C) ->
+    case ?C:recv_stanza(C) of
+        #xmlel{name = <<"presence">>} -> presence;
+        El -> body(El)
+    end.
+
+%% The home dies before it has routed a stanza handed to it (its worker is
+%% held still): the sending node, which kept the stanza, routes it again
+%% once the home has left the members, and it reaches the recipient (or,
+%% when the recipient's session is not yet entered at its new home, the
+%% offline storage): it is not lost.
+handed_off_stanza_survives_its_home(Config) ->
+    [N1 | _] = Nodes = ?config(nodes, Config),
+    %% A user whose home is not node 1 (node 1 keeps the tables, and stays).
+    Users = [<<"user", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 30)],
+    Home = fun(U) -> erpc:call(N1, throng_members, home, [{U, <<"localhost">>}]) end,
+    [T | _] = [U || U <- Users, Home(U) =/= N1],
+    ok = erpc:call(N1, throng_ct, register, [T, <<"password">>]),
+    H = Home(T),
+    [S] = Nodes -- [N1, H],
+    Target = online(T, <<"t">>, S),
+    A = online(<<"alice">>, <<"a">>, N1),
+    ?C:flush(A), ?C:flush(Target),
+    ok = erpc:call(H, sys, suspend, [erpc:call(H, throng_handoff, worker_for, [{T, <<"localhost">>}])]),
+    ?C:send(A, ?C:message(<<T/binary, "@localhost">>, <<"chat">>, <<"kept">>)),
+    wait_until(fun() -> erpc:call(N1, throng_handoff, pending, []) =:= 1 end),
+    %% The home dies without any clean-up.
+    PeerH = proplists:get_value(H, get_peers_by_node()),
+    erpc:cast(H, erlang, halt, [137]),
+    [wait_until(fun() -> erpc:call(N, throng_cluster, members, []) =:= lists:sort([N1, S]) end)
+     || N <- [N1, S]],
+    catch peer:stop(PeerH),
+    wait_until(fun() -> erpc:call(N1, throng_handoff, pending, []) =:= 0 end),
+    case ?C:recv(Target, 2000) of
+        #xmlel{} = El -> ?assertEqual(<<"kept">>, body(El));
+        _ -> ?assertEqual(1, erpc:call(N1, throng_storage, offline_count, [T, <<"localhost">>]))
+    end,
+    ?assertEqual(1, erpc:call(N1, throng_metrics, value, [handoff_routed_again])),
+    [?C:close(C) || C <- [A, Target]].
+
+%% A fun returning the processes that called throng_sm:home_view/1 for US
+%% on Node since now (a tracer there collects them; a call's trace message
+%% is in its queue before the call returns).
+callers(Node, US) ->
+    Collector = erpc:call(Node, erlang, spawn, [?MODULE, caller_collector, [[]]]),
+    MFA = {throng_sm, home_view, 1},
+    1 = erpc:call(Node, erlang, trace_pattern, [MFA, [{[US], [], []}], [local]]),
+    _ = erpc:call(Node, erlang, trace, [all, true, [call, {tracer, Collector}]]),
+    fun() ->
+            Collector ! {callers, self()},
+            receive {callers, Collector, Pids} -> Pids after ?WAIT -> ct:fail(no_callers) end
+    end.
+
+caller_collector(Pids) ->
+    receive
+        {trace, Pid, call, _} -> caller_collector([Pid | Pids]);
+        {callers, From} -> From ! {callers, self(), lists:reverse(Pids)}, caller_collector(Pids)
+    end.
 
 %% A session whose account's home is another node asks the home for its
 %% own other resources (where its sent carbons go) until the home says it
@@ -414,25 +528,10 @@ sent_carbons_ask_the_home_until_alone(Config) ->
     [?C:close(C) || C <- [A, B]].
 
 %% A fun returning how many times throng_sm:home_view/1 has been called on
-%% Node for the account US since now: a tracer process there counts the
-%% calls whose argument is US (call_count cannot select by argument). A
-%% call's trace message is in the tracer's queue before the call returns,
-%% so a count asked for after a message that needed the call includes it.
+%% Node for the account US since now (callers/2).
 count_asks(Node, US) ->
-    Counter = erpc:call(Node, erlang, spawn, [?MODULE, ask_counter, [0]]),
-    MFA = {throng_sm, home_view, 1},
-    1 = erpc:call(Node, erlang, trace_pattern, [MFA, [{[US], [], []}], [local]]),
-    _ = erpc:call(Node, erlang, trace, [all, true, [call, {tracer, Counter}]]),
-    fun() ->
-            Counter ! {count, self()},
-            receive {asks, Counter, N} -> N after ?WAIT -> ct:fail(no_count) end
-    end.
-
-ask_counter(N) ->
-    receive
-        {trace, _, call, _} -> ask_counter(N + 1);
-        {count, From} -> From ! {asks, self(), N}, ask_counter(N)
-    end.
+    Callers = callers(Node, US),
+    fun() -> length(Callers()) end.
 
 presence_across_nodes(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
@@ -834,9 +933,10 @@ start_node(Config, Name, Seed, SharedPort) ->
     put(peers, [{Node, Peer} | get_peers_by_node()]),
     Dir = filename:join(?config(priv_dir, Config), atom_to_list(Name)),
     Extra = case get(node_config) of undefined -> #{}; E -> E end,
+    Cluster = maps:get(cluster, Extra, #{}),
     Cfg = throng_ct:config(Extra#{data_dir => list_to_binary(Dir),
-                                  cluster => #{seeds => [Seed], db_nodes => [Seed],
-                                               reconnect_interval => 1},
+                                  cluster => Cluster#{seeds => [Seed], db_nodes => [Seed],
+                                                      reconnect_interval => 1},
                                   stream_management => #{resumption_secret =>
                                                              <<"cluster-suite-secret-0123456789abcdef">>}}),
     Shared = maps:get(Name, case get(shared_opts) of undefined -> #{}; M -> M end, #{}),

@@ -96,6 +96,9 @@ metrics() ->
      m(directory_unreachable, counter, "lookups",
        "Session-directory requests a cluster member did not answer (only this node's "
        "own sessions were used)."),
+     m(handoff_routed_again, counter, "stanzas",
+       "Stanzas handed to their users' home node and routed again from this node: the "
+       "home went down, or did not confirm them within 30 s."),
      m(cluster_sessions_dropped, counter, "sessions",
        "Sessions of members that went down, dropped from this node's part of the "
        "directory (their contacts were sent unavailable presence).")].

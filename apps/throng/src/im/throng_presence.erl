@@ -149,11 +149,11 @@ subscribers(#jid{user = U, server = S}) ->
 %% to the user's own available resources (RFC 6121 §4.2.2, §4.4.2): with
 %% ToSelf, the sending resource too (available presence); without, only the
 %% others (unavailable presence: the sender is leaving).
+%% In a cluster the subscribers whose home is another node get it from their
+%% home, as a message to them would ({@link throng_handoff}).
 broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
     Local = [C || {_, CS} = C <- Subscribers, throng_router:is_local(CS)],
-    Online = throng_sm:available_many(Local),
-    [throng_session:route(Pid, User, #jid{user = CU, server = CS, resource = R}, El)
-     || {CU, CS} = C <- Local, {R, Pid, _, _} <- maps:get(C, Online)],
+    ok = throng_handoff:deliver_available(User, El, Local),
     [throng_session:route(Pid, User, User#jid{resource = R}, El)
      || {R, Pid, _, _} <- throng_sm:available({U, S}), ToSelf orelse R =/= Self],
     ok.

@@ -24,7 +24,7 @@
 
 -include("throng.hrl").
 
--export([route/3, is_local/1, bounce/4, error_answer/5, deliver/4]).
+-export([route/3, route_at_home/3, is_local/1, bounce/4, error_answer/5, deliver/4]).
 -export([register_service/2, unregister_service/1, is_served/1]).
 
 -define(SERVICES, {?MODULE, services}).
@@ -140,7 +140,23 @@ to_server(From, To, El) ->
         _ -> ok
     end.
 
+%% In a cluster, a stanza for a user whose home is another node is routed
+%% there ({@link throng_handoff}).
 to_user(From, To, El) ->
+    case throng_handoff:home_elsewhere(To) of
+        {home, Home} ->
+            case throng_handoff:route(Home, From, To, El) of
+                ok -> ok;
+                here -> route_at_home(From, To, El)
+            end;
+        here -> route_at_home(From, To, El)
+    end.
+
+%% @doc Routes a stanza for the local user To here, with this node's view of
+%% To's sessions (on To's home, its own; elsewhere, asked of the home):
+%% never handed on to the home.
+-spec route_at_home(#jid{}, #jid{}, #xmlel{}) -> ok.
+route_at_home(From, To, El) ->
     case throng_stanza:kind(El) of
         message -> throng_sm:memo(fun() -> to_user(message, From, To, El) end);
         presence ->
