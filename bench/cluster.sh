@@ -48,6 +48,8 @@
 #                   (a modules key names every module that runs)
 #   LISTEN_CONFIG   extra keys of every node's client listener, one per line
 #                   (indented for it), e.g. LISTEN_CONFIG='hibernate_after: 2000'
+#   CLUSTER_CONFIG  extra keys of every node's cluster section, one per line
+#                   (indented for it), e.g. CLUSTER_CONFIG='route_at_home: false'
 #   BENCH_OPTS      extra throng-bench xmpp options (split on spaces), e.g.
 #                   BENCH_OPTS='--keepalive none'
 #   NODE_FLAGS      extra emulator flags for the server nodes only (not the
@@ -212,6 +214,7 @@ for i in $(seq "$first" "$nodes"); do
             echo "cluster:"
             echo "  seeds: $seeds"
             echo "  db_nodes: $seeds"
+            [ -z "${CLUSTER_CONFIG:-}" ] || printf '%s\n' "$CLUSTER_CONFIG" | sed 's/^/  /'
         else
             echo "# cluster: {seeds: $seeds, db_nodes: $seeds}   (CLUSTER_JOIN=1)"
         fi
