@@ -31,7 +31,8 @@ all() ->
      archive_copies_take_no_transaction, archive_written_from_here_for_an_older_db_node,
      archive_slots_kept_taken_and_stale, one_lookup_per_message,
      sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
-     routed_at_home_in_order, handed_off_stanza_survives_its_home].
+     routed_at_home_in_order, handed_off_stanza_survives_its_home,
+     iq_to_an_account_answered_where_sent].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -391,6 +392,39 @@ message_routed_at_its_home(Config) ->
     wait_until(fun() -> erpc:call(SenderNode, throng_handoff, pending, []) =:= 0 end),
     %% Both archives hold it.
     wait_until(fun() -> archived_counts(hd(Nodes)) =:= {1, 1} end),
+    [?C:close(C) || C <- [A, B]].
+
+%% An IQ to an account (answered by the server for it) and the answer to
+%% the session that asked are routed where they are, not at the homes of
+%% the account and of the asker: nothing is handed over. A message is.
+iq_to_an_account_answered_where_sent(Config) ->
+    Nodes = ?config(nodes, Config),
+    Homes = [erpc:call(hd(Nodes), throng_members, home, [{U, <<"localhost">>}])
+             || U <- [<<"alice">>, <<"bob">>]],
+    %% A node that is neither's home (3 nodes, at most 2 homes).
+    [Node | _] = Nodes -- Homes,
+    A = online(<<"alice">>, <<"a">>, Node),
+    B = online(<<"bob">>, <<"b">>, lists:last(Nodes -- [Node])),
+    ?C:flush(A), ?C:flush(B),
+    %% Bob publishes a vCard (an IQ to his own account).
+    Card = #xmlel{name = <<"vCard">>, attrs = [{<<"xmlns">>, <<"vcard-temp">>}],
+                  children = [#xmlel{name = <<"FN">>, children = [{xmlcdata, <<"Bob">>}]}]},
+    ?C:send(B, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"s1">>}],
+                      children = [Card]}),
+    S1 = wait_for(B, fun(El) -> throng_xml:attr(<<"id">>, El) =:= <<"s1">> end),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, S1)),
+    MFA = {throng_handoff, route, 4},
+    _ = erpc:call(Node, erlang, trace_pattern, [MFA, true, [call_count]]),
+    Get = #xmlel{name = <<"vCard">>, attrs = [{<<"xmlns">>, <<"vcard-temp">>}]},
+    ?C:send(A, #xmlel{name = <<"iq">>, attrs = [{<<"to">>, <<"bob@localhost">>}, {<<"type">>, <<"get">>},
+                                               {<<"id">>, <<"v1">>}], children = [Get]}),
+    R = wait_for(A, fun(El) -> throng_xml:attr(<<"id">>, El) =:= <<"v1">> end),
+    ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)),
+    Handed = fun() -> {call_count, N} = erpc:call(Node, erlang, trace_info, [MFA, call_count]), N end,
+    ?assertEqual(0, Handed()),
+    ?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, <<"m">>)),
+    <<"m">> = body(?C:recv_stanza(B)),
+    ?assertEqual(1, Handed()),
     [?C:close(C) || C <- [A, B]].
 
 %% Messages and presence one user sends another whose home is a third node

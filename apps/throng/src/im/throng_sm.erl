@@ -29,7 +29,8 @@
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
-         set_detached/2, is_detached/1, has_local/1, own_presence/1, set_flag/2, has_flag/2,
+         set_detached/2, is_detached/1, has_local/1, is_local/1, own_presence/1, set_flag/2,
+         has_flag/2,
          host_sessions/1, local_host_sessions/1, memo/1, defer/2, take_deferred/1,
          carry/0, resume/1, own_others/1,
          not_alone/0]).
@@ -541,6 +542,11 @@ has_local(US) ->
         {US, _} -> true;
         _ -> false
     end.
+
+%% @doc Whether a full JID has its session on this node (one ETS read).
+-spec is_local(#jid{}) -> boolean().
+is_local(#jid{user = U, server = S, resource = R}) ->
+    ets:member(?TAB, {{U, S}, R}).
 
 %% @doc The recorded presence of a session of this node (one ETS read of
 %% its own row, never a remote view): {Prio, Presence}, Prio undefined
