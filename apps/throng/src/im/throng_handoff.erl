@@ -4,27 +4,34 @@
 %% on: one message to the home and one from it to the session, and the
 %% sender does not wait. Without it the sender asks the home for the view
 %% (an `erpc' round trip) and then delivers: three messages, and a wait.
+%% (An IQ to the account, which the server answers for it, and the
+%% server's answer to a session of the sending node need no view, and are
+%% routed where they are: throng_router.)
 %%
 %% == Order ==
-%% Every stanza for one bare JID goes through the same one of the home's
-%% {@link throng_handoff_worker} processes (by a hash of the bare JID), so
-%% what one process sends to one user arrives in the order it was sent.
-%% Presence a session broadcasts to the subscribers whose home is another
-%% node takes the same way ({@link deliver_available/3}), so a presence
-%% cannot overtake a message sent before it.
+%% Every stanza handed over for one bare JID goes through the same one of
+%% the home's {@link throng_handoff_worker} processes (by a hash of the bare
+%% JID), so what one process sends to one user arrives in the order it was
+%% sent. Presence a session broadcasts to the subscribers whose home is
+%% another node takes the same way ({@link deliver_available/3}), so a
+%% presence cannot overtake a message sent before it (an initial presence,
+%% which asks the homes for their answers, does not).
 %%
 %% == Nothing accepted is lost ==
-%% Until the home's worker says it has routed a stanza (delivered it to a
-%% session, stored it offline, bounced it), the sending node keeps it in a
-%% table of its own (`throng_handoff_pending'), with the work its route had
-%% deferred ({@link throng_sm:carry/0}: the sender's archive copy). The
-%% workers confirm in batches, every 20 ms at most. When the home goes down
-%% first, this node's tracker ({@link throng_handoff_tracker}) routes the
-%% stanzas it kept again, once the home has left the member list: to the user's new
-%% home, or to offline storage. A stanza that was routed just before its
-%% home went down may so be delivered twice; none is lost. A stanza not
-%% confirmed in 30 s (the home's worker was restarted, or the home runs a
-%% version without workers) is routed again from here.
+%% Until the home says it has routed a stanza (delivered it to a session,
+%% stored it offline, bounced it), the sending node keeps it in a table of
+%% its own (`throng_handoff_pending'), with the work its route had deferred
+%% ({@link throng_sm:carry/0}: the sender's archive copy). The home
+%% confirms in batches: once a second its tracker sends each sending node
+%% one message listing the jobs its workers did for it (at light load a
+%% confirmation per job would cost as much as the lookup it replaces). When
+%% the home goes down first, this node's tracker ({@link
+%% throng_handoff_tracker}) routes the stanzas it kept again, once the home
+%% has left the member list: to the user's new home, or to offline storage.
+%% A stanza the home routed in the second before it went down may so be
+%% delivered twice; none is lost. A stanza not confirmed in 30 s (the
+%% home's worker was restarted, or the home runs a version without
+%% workers) is routed again from here.
 %%
 %% `cluster.route_at_home: false' turns this off: the sender looks the user
 %% up at the home and delivers itself, as before.
@@ -35,6 +42,7 @@
 -export([init_table/0, child_specs/0]).
 -export([home_elsewhere/1, route/4, deliver_available/3, deliver_here/3]).
 -export([pending/0, worker_name/1, worker_for/1, confirmed/2, take_from/1, take_older/1]).
+-export([done/2, take_done/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup).
 -ignore_xref([{init_table, 0}]).
 %% For tests and operators: what this node keeps unconfirmed, which worker
@@ -42,6 +50,8 @@
 -ignore_xref([{pending, 0}, {worker_for, 1}]).
 
 -define(PENDING, throng_handoff_pending).
+%% On the home: {SendingNode, Seq} of each job done, until confirmed.
+-define(DONE, throng_handoff_done).
 %% The workers of a node; the same number on every node, since the sender
 %% picks the home's worker.
 -define(WORKERS, 8).
@@ -56,6 +66,7 @@
 -spec init_table() -> ok.
 init_table() ->
     ?PENDING = ets:new(?PENDING, [set, public, named_table, {write_concurrency, true}]),
+    ?DONE = ets:new(?DONE, [bag, public, named_table, {write_concurrency, true}]),
     ok.
 
 %% @doc The tracker and the workers, for throng_sup's services.
@@ -153,6 +164,18 @@ send_to(Home, Worker, Job) ->
             _ = ets:delete(?PENDING, Key),
             here
     end.
+
+%% @doc On the home: job Seq of node Origin is done (to be confirmed).
+-spec done(node(), integer()) -> ok.
+done(Origin, Seq) ->
+    true = ets:insert(?DONE, {Origin, Seq}),
+    ok.
+
+%% @doc On the home: the jobs done since the last call, by sending node.
+-spec take_done() -> [{node(), [integer()]}].
+take_done() ->
+    [{Origin, [Seq || {_, Seq} <- ets:take(?DONE, Origin)]}
+     || Origin <- lists:usort(ets:select(?DONE, [{{'$1', '_'}, [], ['$1']}]))].
 
 %% @doc On a confirmation from Home: its jobs Seqs are done.
 -spec confirmed(node(), [integer()]) -> ok.

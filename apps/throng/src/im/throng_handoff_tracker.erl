@@ -1,11 +1,14 @@
 %% @doc The node's keeper of the jobs it handed to other nodes ({@link
-%% throng_handoff}): it forgets those their homes confirm, and does again
-%% those whose home went down before confirming (once the home has left
-%% the member list, so that they go to their users' new homes), and those
-%% not confirmed within 30 s (the home's worker was restarted, or the home
-%% runs a version without workers). A job done again may have been done
-%% once already (its home went down after doing it and before confirming):
-%% a stanza may so arrive twice; none is lost.
+%% throng_handoff}), and the confirmer of the jobs other nodes handed to
+%% it: once a second it tells each sending node, in one message, which of
+%% its jobs this node's workers did. It forgets the jobs their homes
+%% confirm, and does again those whose home went down before confirming
+%% (once the home has left the member list, so that they go to their
+%% users' new homes), and those not confirmed within 30 s (the home's
+%% worker was restarted, or the home runs a version without workers). A
+%% job done again may have been done once already (its home went down
+%% after doing it and before confirming): a stanza may so arrive twice;
+%% none is lost.
 -module(throng_handoff_tracker).
 -behaviour(gen_server).
 
@@ -13,6 +16,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 -ignore_xref([{start_link, 0}]).
 
+-define(CONFIRM_MS, 1000).
 -define(STALE_MS, 30000).
 -define(SWEEP_MS, 10000).
 %% After a nodedown: how often and how many times to look for the node to
@@ -24,12 +28,13 @@
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
-    gen_server:start_link({local, ?MODULE}, ?MODULE, [], [{hibernate_after, 1000}]).
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     ok = net_kernel:monitor_nodes(true),
     _ = erlang:send_after(?SWEEP_MS, self(), sweep),
+    _ = erlang:send_after(?CONFIRM_MS, self(), confirm),
     {ok, #st{}}.
 
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, {error, unknown_call}, #st{}}.
@@ -41,6 +46,11 @@ handle_cast(_Msg, St) ->
     {noreply, St}.
 
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(confirm, St) ->
+    _ = [erlang:send({?MODULE, Origin}, {handoff_done, node(), Seqs}, [noconnect])
+         || {Origin, Seqs} <- throng_handoff:take_done()],
+    _ = erlang:send_after(?CONFIRM_MS, self(), confirm),
+    {noreply, St};
 handle_info({handoff_done, Home, Seqs}, St) ->
     ok = throng_handoff:confirmed(Home, Seqs),
     {noreply, St};

@@ -1,9 +1,9 @@
 %% @doc One of the processes of a node that do what other nodes hand to it
 %% ({@link throng_handoff}): route stanzas for users whose home is this
 %% node, and deliver presence broadcasts to them. Each job is done here as
-%% its sender would have done it ({@link run/2}), and the sending node is
-%% told which jobs are done, in one message per sending node and 20 ms at
-%% most after the first, so that it can forget the copies it kept.
+%% its sender would have done it ({@link run/2}) and noted as done, for the
+%% node's tracker to confirm to the sending node ({@link
+%% throng_handoff_tracker}).
 -module(throng_handoff_worker).
 -behaviour(gen_server).
 
@@ -11,11 +11,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 -ignore_xref([{start_link, 1}]).
 
-%% Jobs done are confirmed at most this many milliseconds later.
--define(CONFIRM_MS, 20).
-
-%% done: sending node => sequence numbers of its jobs done, not yet confirmed.
--record(st, {done = #{} :: #{node() => [integer()]}}).
+-record(st, {}).
 
 -spec start_link(pos_integer()) -> {ok, pid()} | {error, term()}.
 start_link(I) ->
@@ -53,23 +49,14 @@ handle_cast(_Msg, St) ->
     {noreply, St}.
 
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
-handle_info({handoff, Origin, Seq, Job}, #st{done = Done} = St) ->
+handle_info({handoff, Origin, Seq, Job}, St) ->
     try run(Job, at_home)
     catch Class:Why:Stack ->
             %% Done as far as it will ever be: doing it again would fail again.
             logger:error(#{what => handoff_route_failed, from_node => Origin, class => Class,
                            reason => Why, stack => Stack})
     end,
-    _ = case map_size(Done) of
-            0 -> erlang:send_after(?CONFIRM_MS, self(), confirm);
-            _ -> armed
-        end,
-    {noreply, St#st{done = maps:update_with(Origin, fun(Seqs) -> [Seq | Seqs] end, [Seq], Done)}};
-handle_info(confirm, #st{done = Done} = St) ->
-    maps:foreach(fun(Origin, Seqs) ->
-                         _ = erlang:send({throng_handoff_tracker, Origin},
-                                         {handoff_done, node(), Seqs}, [noconnect])
-                 end, Done),
-    {noreply, St#st{done = #{}}};
+    ok = throng_handoff:done(Origin, Seq),
+    {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.

@@ -143,13 +143,17 @@ to_server(From, To, El) ->
 %% In a cluster, a stanza for a user whose home is another node is routed
 %% there ({@link throng_handoff}).
 %% An IQ needs no view of the user's sessions when the server answers it
-%% for the account (to the bare JID) or its session is on this node (the
-%% answer to an IQ the session sent): it is routed here, as on its home.
+%% for the account (to the bare JID), or when the server sends it (from an
+%% account's bare JID or the domain: the answer to such an IQ) to a session
+%% of this node: it is routed here, as on its home. An IQ from a session
+%% to another session is handed over like its messages, so that the two
+%% stay in order.
 to_user(From, To, El) ->
     case throng_handoff:home_elsewhere(To) of
         {home, Home} ->
             case throng_stanza:kind(El) =:= iq andalso
-                (To#jid.resource =:= <<>> orelse throng_sm:is_local(To)) of
+                (To#jid.resource =:= <<>> orelse
+                 (From#jid.resource =:= <<>> andalso throng_sm:is_local(To))) of
                 true -> route_at_home(From, To, El);
                 false ->
                     case throng_handoff:route(Home, From, To, El) of
