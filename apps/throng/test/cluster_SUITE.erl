@@ -54,8 +54,10 @@ init_per_testcase(TC, Config) ->
         put(shared_opts, #{hd(Names) => #{max_connections => 3, when_full => stop_listening}}),
     TC =:= archive_write_waits_for_the_fsync_with_no_delay andalso
         put(node_config, #{storage => #{archive_sync_delay => 0}}),
-    TC =:= one_lookup_per_message andalso
-        put(node_config, #{cluster => #{route_at_home => false}}),
+    lists:member(TC, [message_routed_at_its_home, routed_at_home_in_order,
+                      handed_off_stanza_survives_its_home, iq_to_an_account_answered_where_sent,
+                      archive_copies_take_no_transaction])
+        andalso put(node_config, #{cluster => #{route_at_home => true}}),
     Nodes = start_cluster(Config, Names),
     wait_members(Nodes),
     N1 = hd(Nodes),
@@ -342,7 +344,7 @@ slot_rows(N) ->
     [{S, V} || S <- erpc:call(N, throng_storage, kv_keys, [mam_slot]),
                {ok, V} <- [erpc:call(N, throng_storage, kv_get, [mam_slot, S])]].
 
-%% With cluster.route_at_home off, routing one chat message asks the
+%% With cluster.route_at_home off (the default), routing one chat message asks the
 %% recipient's home about the recipient once (throng_sm:memo/1): the
 %% archive (does the account exist), the route and the carbons share the
 %% answer. Without the memo: 2 asks, and an account read from the store.
