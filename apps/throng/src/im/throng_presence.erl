@@ -149,8 +149,9 @@ subscribers(#jid{user = U, server = S}) ->
 %% to the user's own available resources (RFC 6121 §4.2.2, §4.4.2): with
 %% ToSelf, the sending resource too (available presence); without, only the
 %% others (unavailable presence: the sender is leaving).
-%% In a cluster the subscribers whose home is another node get it from their
-%% home, as a message to them would ({@link throng_handoff}).
+%% In a cluster with cluster.route_at_home, the subscribers whose home is
+%% another node get it from their home, as a message to them would ({@link
+%% throng_handoff}).
 broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
     Local = [C || {_, CS} = C <- Subscribers, throng_router:is_local(CS)],
     ok = throng_handoff:deliver_available(User, El, Local),

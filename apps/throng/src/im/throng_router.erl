@@ -140,9 +140,8 @@ to_server(From, To, El) ->
         _ -> ok
     end.
 
-%% In a cluster, a stanza for a user whose home is another node is routed
-%% there ({@link throng_handoff}).
-%% An IQ needs no view of the user's sessions when the server answers it
+%% In a cluster with cluster.route_at_home, a stanza for a user whose home
+%% is another node is routed there ({@link throng_handoff}). An IQ needs no view of the user's sessions when the server answers it
 %% for the account (to the bare JID), or when the server sends it (from an
 %% account's bare JID or the domain: the answer to such an IQ) to a session
 %% of this node: it is routed here, as on its home. An IQ from a session
