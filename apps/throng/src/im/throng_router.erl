@@ -141,12 +141,12 @@ to_server(From, To, El) ->
     end.
 
 %% In a cluster with cluster.route_at_home, a stanza for a user whose home
-%% is another node is routed there ({@link throng_handoff}). An IQ needs no view of the user's sessions when the server answers it
-%% for the account (to the bare JID), or when the server sends it (from an
-%% account's bare JID or the domain: the answer to such an IQ) to a session
-%% of this node: it is routed here, as on its home. An IQ from a session
-%% to another session is handed over like its messages, so that the two
-%% stay in order.
+%% is another node is routed there ({@link throng_handoff}). An IQ needs no
+%% view of the user's sessions when the server answers it for the account
+%% (to the bare JID), or when the server sends it (from an account's bare
+%% JID or the domain: the answer to such an IQ) to a session of this node:
+%% it is routed here, as on its home. An IQ from a session to another
+%% session is handed over like its messages, so that the two stay in order.
 to_user(From, To, El) ->
     case throng_handoff:home_elsewhere(To) of
         {home, Home} ->
