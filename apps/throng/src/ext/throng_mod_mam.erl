@@ -69,7 +69,6 @@
 -type prefs() :: {mode(), [binary()], [binary()]}.
 -export_type([prefs/0]).
 
-
 -spec options() -> throng_config_spec:spec().
 options() ->
     #{max_page_size =>
@@ -215,10 +214,7 @@ route_end(Items) ->
     ok.
 
 store_waiting() ->
-    case take_waiting() of
-        [] -> ok;
-        Items -> route_end(Items)
-    end.
+    route_end(take_waiting()).
 
 take_waiting() ->
     throng_sm:take_deferred(?MODULE).
