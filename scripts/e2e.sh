@@ -193,7 +193,8 @@ if "$T" ping >/dev/null 2>&1; then fail "node still answers after stop"; else ok
 doctor_caps "doctor with the node down (configuration, vm.args) fails the same target"
 
 # A cluster of two nodes on this host (docs/clustering.md): node A keeps the
-# database, node B joins through its seeds; a slixmpp user on each node.
+# database, node B joins through its seeds; a slixmpp user on each node, and
+# one sent to her home node (see-other-host) from either node.
 export THRONG_COOKIE=e2e-cluster-$$
 PA=$((PORT + 100)); PB=$((PORT + 101))
 for n in a b; do
@@ -201,9 +202,14 @@ for n in a b; do
     {
         echo "hosts: [localhost]"
         echo "data_dir: \"$WORK/$n/data\""
+        if [ $n = a ]; then own=$PA; else own=$PB; fi
         echo "listen:"
-        if [ $n = a ]; then echo "  - port: $PA"; else echo "  - port: $PB"; fi
+        echo "  - port: $own"
+        # (port + 2: clients are sent to their account's home node)
+        echo "  - port: $((own + 2))"
+        echo "    redirect_to_home: true"
         echo "cluster:"
+        echo "  node_address: \"127.0.0.1:$own\""
         echo "  db_nodes: [thronge2ea@127.0.0.1]"
         [ $n = b ] && echo "  seeds: [thronge2ea@127.0.0.1]"
         echo "  reconnect_interval: 1"
@@ -220,6 +226,7 @@ expect "cluster: start node A" na start
 expect "cluster: start node B (joins through its seeds)" nb start
 expect "cluster: register dave through node A" na register dave localhost secret
 expect "cluster: register gina through node B (no copy: written on node A)" nb register gina localhost secret
+expect "cluster: register hana" na register hana localhost secret
 i=0; until nb cluster 2>/dev/null | grep -q thronge2ea || [ $i -ge 20 ]; do sleep 0.5; i=$((i + 1)); done
 case "$(nb cluster)" in *thronge2ea*thronge2eb*) ok "bin/throng cluster lists both nodes";; *) fail "cluster: $(nb cluster)";; esac
 $PY "$ROOT/test/e2e/cluster_e2e.py" 127.0.0.1 "$PA" "$PB" "$WORK/a/data/tls/selfsigned.crt" \
@@ -229,7 +236,7 @@ i=0; until grep -q '^ready' "$WORK/cluster_e2e.log" || [ $i -ge 120 ] || ! kill 
 case "$(na sessions)" in *dave@localhost/a*gina@localhost/b*) ok "sessions lists the users of both nodes";; *) fail "sessions: $(na sessions)";; esac
 kill -9 "$(cat "$WORK/b/throng.pid")" 2>/dev/null || true
 if wait $py; then
-    ok "slixmpp on two nodes: subscription, presence, messages both ways, unavailable after kill -9 of a node"
+    ok "slixmpp on two nodes: subscription, presence, messages both ways, sent to the home node, unavailable after kill -9 of a node"
 else
     fail "cluster e2e: $(cat "$WORK/cluster_e2e.log")"
 fi

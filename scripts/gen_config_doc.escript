@@ -97,6 +97,7 @@ type(path) -> "path";
 type(ip) -> "IP address";
 type(domain) -> "domain";
 type(bare_jid) -> "bare JID";
+type(host_port) -> "host:port";
 type(node) -> "node name";
 type({int, Min, infinity}) -> io_lib:format("integer &ge; ~b", [Min]);
 type({int, Min, Max}) -> io_lib:format("integer ~b..~b", [Min, Max]);

@@ -6,7 +6,10 @@
 
 PHASE 'chat': dave logs in on node A, gina on node B (SCRAM-SHA-256 over
 STARTTLS); they subscribe to each other, see each other's presence, and
-exchange messages both ways; then dave stays online and the script prints
+exchange messages both ways; hana logs in twice, through node A's and
+node B's redirecting listeners (port + 2, redirect_to_home): both sessions
+end on her home node, one of them sent there with see-other-host, and a
+message from dave reaches her; then dave stays online and the script prints
 'ready' and waits: the caller kills node B with kill -9, and dave must get
 gina's unavailable presence (sent by node A on behalf of the dead node)
 within 20 s. Exits 0 when every step happened.
@@ -69,6 +72,33 @@ async def login(jid, host, port, ca):
     return u
 
 
+class Redirectable(User):
+    """A user that follows see-other-host (RFC 6120 4.9.3.19) to the address
+    given. slixmpp 1.8.3 (Debian 12) reads the address but its reconnect()
+    then connects to the JID's domain on port 5222 instead; this override
+    connects where the server said. Without TLS: slixmpp would check the new
+    host's certificate against its address rather than the domain (RFC 6120
+    says the domain), and the test certificate names only the domain."""
+
+    def _handle_stream_error(self, error):
+        self.event('stream_error', error)
+        if error['condition'] == 'see-other-host':
+            host, port = error['see_other_host'].rsplit(':', 1)
+
+            async def again(_event):
+                self.connect((host, int(port)), use_ssl=False, force_starttls=False,
+                             disable_starttls=True)
+            self.add_event_handler('disconnected', again, disposable=True)
+            self.disconnect()
+
+
+async def login_plain(jid, host, port):
+    u = Redirectable(jid, None)
+    u.connect((host, port), use_ssl=False, force_starttls=False, disable_starttls=True)
+    await u.wait('session')
+    return u
+
+
 def from_bare(bare):
     return lambda x: x['from'].bare == bare
 
@@ -88,6 +118,19 @@ async def main(host, port_a, port_b, ca_a, ca_b):
     gina.send_message(mto='dave@localhost/a', mbody='from node B', mtype='chat')
     await dave.wait('message', lambda m: m['body'] == 'from node B')
     check(True, 'a message from node B reached node A (full JID)')
+    node_of = {port_a: 'A', port_a + 2: 'A', port_b: 'B', port_b + 2: 'B'}
+    h1 = await login_plain('hana@localhost/1', host, port_a + 2)
+    h2 = await login_plain('hana@localhost/2', host, port_b + 2)
+    ends = [node_of.get(h.address[1]) for h in (h1, h2)]
+    check(ends[0] == ends[1] and ends[0] is not None,
+          f"hana logged in through node A and node B: both sessions on node {ends[0]}, her home")
+    check(h1.address[1] != port_a + 2 or h2.address[1] != port_b + 2,
+          'one of them was sent there (see-other-host)')
+    dave.send_message(mto='hana@localhost/2', mbody='to her home', mtype='chat')
+    await h2.wait('message', lambda m: m['body'] == 'to her home')
+    check(True, 'a message from dave reached hana on her home node')
+    h1.disconnect()
+    h2.disconnect()
     print('ready', flush=True)
     # The caller kills node B now.
     p = await dave.wait('unavailable', lambda p: p['from'] == 'gina@localhost/b', timeout=30)

@@ -43,7 +43,7 @@ init(top) ->
         [#{id => throng_table_owner,
            start => {throng_table_owner, start_link,
                      [[{throng_sm, init, []}, {throng_caps, init, []}, {throng_dir, init_table, []},
-                       {throng_handoff, init_table, []},
+                       {throng_handoff, init_table, []}, {throng_node_addr, init_table, []},
                        {throng_kv_filter, init, []},
                        {throng_metrics, init_hot_queues, []},
                        {throng_tables, create, []}]]}},

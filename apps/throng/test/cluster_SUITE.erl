@@ -32,7 +32,8 @@ all() ->
      archive_slots_kept_taken_and_stale, one_lookup_per_message,
      sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
-     iq_to_an_account_answered_where_sent].
+     iq_to_an_account_answered_where_sent, sent_to_the_home_node,
+     resumed_at_home_through_another_node].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -58,6 +59,8 @@ init_per_testcase(TC, Config) ->
                       handed_off_stanza_survives_its_home, iq_to_an_account_answered_where_sent,
                       archive_copies_take_no_transaction])
         andalso put(node_config, #{cluster => #{route_at_home => true}}),
+    lists:member(TC, [sent_to_the_home_node, resumed_at_home_through_another_node])
+        andalso put(node_address, true),
     Nodes = start_cluster(Config, Names),
     wait_members(Nodes),
     N1 = hd(Nodes),
@@ -71,6 +74,7 @@ end_per_testcase(_TC, _Config) ->
     erase(peers),
     erase(shared_opts),
     erase(node_config),
+    erase(node_address),
     ok.
 
 %%% Cases
@@ -757,29 +761,9 @@ connect_until(_Done, _Port, _I, Max) ->
 resumption_on_another_node_fails_cleanly(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
     B = online(<<"bob">>, <<"b">>, N2),
-    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
-    E = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
-    Id = throng_xml:attr(<<"id">>, E),
-    A = online(<<"alice">>, <<"a">>, N1),
-    [?C:send(A, ?C:message(<<"bob@localhost/b">>, <<"chat">>, integer_to_binary(I)))
-     || I <- lists:seq(1, 3)],
-    %% Every stanza since <enabled/> counts; h covers those up to message 1.
-    Received = stanzas_until(B, <<"3">>),
-    H = length(lists:takewhile(fun(El) -> body(El) =/= <<"2">> end, Received)),
-    ?C:abort(B),
-    wait_until(fun() ->
-                       [Pid] = [P || {<<"b">>, P, _, _} <- erpc:call(N2, throng_sm, resources,
-                                                                      [{<<"bob">>, <<"localhost">>}])],
-                       erpc:call(N2, throng_sm, is_detached, [Pid])
-               end),
+    {Id, H, A} = bob_detached(B, fun() -> online(<<"alice">>, <<"a">>, N1) end, N2),
     %% The client got message 1 (h = 1) and comes back on node 3.
-    C = ?C:connect(#{port => port_of(N3)}),
-    _ = ?C:open_stream(C),
-    ok = ?C:auth_plain(C, <<"bob">>, <<"password">>),
-    _ = ?C:open_stream(C),
-    ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
-                                                    {<<"h">>, integer_to_binary(H)}]}),
-    F = ?C:recv_stanza(C),
+    {C, F} = bob_resumes(port_of(N3), Id, H),
     ?assertEqual(<<"failed">>, F#xmlel.name),
     ?assertEqual([], erpc:call(N1, throng_sm, resources, [{<<"bob">>, <<"localhost">>}])),
     %% A new session on node 3: messages 2 and 3 come, 1 does not.
@@ -788,6 +772,38 @@ resumption_on_another_node_fails_cleanly(Config) ->
     Got = collect_bodies(B2, 2),
     ?assertEqual([<<"2">>, <<"3">>], Got),
     [?C:close(X) || X <- [A, B2]].
+
+%% Bob's session B (on Node) enables resumption; Alice logs in (Login) and
+%% sends it messages 1..3; its connection drops when the client has had
+%% message 1. The resumption id, the client's h, and Alice.
+bob_detached(B, Login, Node) ->
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    E = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
+    Id = throng_xml:attr(<<"id">>, E),
+    A = Login(),
+    [?C:send(A, ?C:message(<<"bob@localhost/b">>, <<"chat">>, integer_to_binary(I)))
+     || I <- lists:seq(1, 3)],
+    %% Every stanza since <enabled/> counts; h covers those up to message 1.
+    Received = stanzas_until(B, <<"3">>),
+    H = length(lists:takewhile(fun(El) -> body(El) =/= <<"2">> end, Received)),
+    ?C:abort(B),
+    wait_until(fun() ->
+                       [Pid] = [P || {<<"b">>, P, _, _} <- erpc:call(Node, throng_sm, resources,
+                                                                      [{<<"bob">>, <<"localhost">>}])],
+                       erpc:call(Node, throng_sm, is_detached, [Pid])
+               end),
+    {Id, H, A}.
+
+%% Bob's client logs in at Port and asks to resume session Id with h = H:
+%% the client and the answer (<resumed/> or <failed/>).
+bob_resumes(Port, Id, H) ->
+    C = ?C:connect(#{port => Port}),
+    _ = ?C:open_stream(C),
+    ok = ?C:auth_plain(C, <<"bob">>, <<"password">>),
+    _ = ?C:open_stream(C),
+    ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
+                                                    {<<"h">>, integer_to_binary(H)}]}),
+    {C, ?C:recv_stanza(C)}.
 
 stanzas_until(C, Body) ->
     El = ?C:recv_stanza(C),
@@ -951,6 +967,94 @@ blocklists_across_a_restart(Config) ->
 cut_off(Nodes) ->
     [erlang:disconnect_node(N) || N <- Nodes].
 
+%% A listener with redirect_to_home sends a client to its account's home
+%% node (see-other-host with the home's cluster.node_address) once the
+%% client names the account, before any credential is checked (a wrong
+%% password is not even looked at); at the home it logs in. A home that says it is full
+%% (what its listener does at max_connections with when_full:
+%% stop_listening; called directly here) gets no one: the client logs in
+%% where it is; and again once the home has room.
+sent_to_the_home_node(Config) ->
+    Nodes = ?config(nodes, Config),
+    {Home, Addr} = home_address(<<"alice">>, Nodes),
+    Others = Nodes -- [Home],
+    Answer = fun(N, Password) ->
+                     C = ?C:connect(#{port => port_of(N)}),
+                     _ = ?C:open_stream(C),
+                     R = ?C:auth_plain(C, <<"alice">>, Password),
+                     ?C:abort(C),
+                     R
+             end,
+    SeeOther = fun(N) ->
+                       {stream_error, #xmlel{children = [El | _]}} = Answer(N, <<"wrong">>),
+                       {El#xmlel.name, throng_xml:cdata(El)}
+               end,
+    [?assertEqual({<<"see-other-host">>, Addr}, SeeOther(N)) || N <- Others],
+    %% bin/throng cluster shows where each node's clients are sent.
+    {0, Table} = erpc:call(hd(Others), throng_ctl, run, ["cluster", []]),
+    ?assertMatch({_, _}, binary:match(iolist_to_binary(Table), <<"  ", Addr/binary, "\n">>)),
+    [?assertEqual({1, 0}, {erpc:call(N, throng_metrics, value, [redirected_home]),
+                           erpc:call(N, throng_metrics, value, [auth_failures])})
+     || N <- Others],
+    %% At the home: checked there (and a wrong password fails).
+    ?assertEqual({failure, <<"not-authorized">>}, Answer(Home, <<"wrong">>)),
+    A = online(<<"alice">>, <<"a">>, Addr),
+    ?assertEqual(1, erpc:call(Home, throng_sm, count, [])),
+    %% Bob, wherever the shared port (no redirect_to_home) puts him, reaches
+    %% her.
+    [SharedPort] = lists:usort([erpc:call(N, throng_listener, port, [{listener, 2}]) || N <- Nodes]),
+    B = online(<<"bob">>, <<"b">>, SharedPort),
+    ?C:flush(A),
+    ?C:send(B, ?C:message(<<"alice@localhost">>, <<"chat">>, <<"at home">>)),
+    ?assertEqual(<<"at home">>, body(?C:recv_stanza(A))),
+    %% The home is full: the others forget its address, and log her in.
+    ok = erpc:call(Home, throng_node_addr, listener_full, [{listener, 1}, true]),
+    wait_until(fun() -> [erpc:call(N, throng_node_addr, address, [Home]) || N <- Others]
+                            =:= [none, none] end),
+    [N2 | _] = Others,
+    Before = erpc:call(N2, throng_sm, count, []),
+    A2 = online(<<"alice">>, <<"away">>, N2),
+    ?assertEqual(Before + 1, erpc:call(N2, throng_sm, count, [])),
+    ok = erpc:call(Home, throng_node_addr, listener_full, [{listener, 1}, false]),
+    wait_until(fun() -> [erpc:call(N, throng_node_addr, address, [Home]) || N <- Others]
+                            =:= [Addr, Addr] end),
+    [?C:close(C) || C <- [A, A2, B]].
+
+%% With clients on their home node, a client that comes back through
+%% another node is sent home first, where its detached session waits: the
+%% XEP-0198 resumption works whatever node the client reaches (without the
+%% redirect it fails there: resumption_on_another_node_fails_cleanly), and
+%% what the session had not had acknowledged is sent again.
+resumed_at_home_through_another_node(Config) ->
+    Nodes = ?config(nodes, Config),
+    {Home, Addr} = home_address(<<"bob">>, Nodes),
+    [Other | _] = Nodes -- [Home],
+    B = online(<<"bob">>, <<"b">>, Addr),
+    [SharedPort] = lists:usort([erpc:call(N, throng_listener, port, [{listener, 2}]) || N <- Nodes]),
+    {Id, H, A} = bob_detached(B, fun() -> online(<<"alice">>, <<"a">>, SharedPort) end, Home),
+    %% Back through another node: sent home before any password check.
+    C0 = ?C:connect(#{port => port_of(Other)}),
+    _ = ?C:open_stream(C0),
+    {stream_error, #xmlel{children = [SeeOther | _]}} = ?C:auth_plain(C0, <<"bob">>, <<"password">>),
+    ?assertEqual({<<"see-other-host">>, Addr}, {SeeOther#xmlel.name, throng_xml:cdata(SeeOther)}),
+    ?C:abort(C0),
+    {"127.0.0.1", HomePort} = throng_host_port:parse(Addr),
+    {C, R} = bob_resumes(HomePort, Id, H),
+    ?assertEqual(<<"resumed">>, R#xmlel.name),
+    %% Messages 2 and 3 (not acknowledged) come again; 1 does not.
+    ?assertEqual([<<"2">>, <<"3">>], collect_bodies(C, 2)),
+    [?C:close(X) || X <- [A, C]].
+
+%% The home of a user and the address its clients are sent to, once every
+%% other node knows it.
+home_address(User, Nodes) ->
+    Home = erpc:call(hd(Nodes), throng_members, home, [{User, <<"localhost">>}]),
+    Addr = <<"127.0.0.1:", (integer_to_binary(port_of(Home)))/binary>>,
+    Others = Nodes -- [Home],
+    wait_until(fun() -> [erpc:call(N, throng_node_addr, address, [Home]) || N <- Others]
+                            =:= [Addr || _ <- Others] end),
+    {Home, Addr}.
+
 %%% Cluster set-up
 
 start_cluster(Config, Names) ->
@@ -970,8 +1074,19 @@ start_node(Config, Name, Seed, SharedPort) ->
                                           args => Paths ++ vm_args()}),
     put(peers, [{Node, Peer} | get_peers_by_node()]),
     Dir = filename:join(?config(priv_dir, Config), atom_to_list(Name)),
-    Extra = case get(node_config) of undefined -> #{}; E -> E end,
-    Cluster = maps:get(cluster, Extra, #{}),
+    Extra0 = case get(node_config) of undefined -> #{}; E -> E end,
+    Cluster0 = maps:get(cluster, Extra0, #{}),
+    %% node_address: the node's own listener (listener 1) on a port known
+    %% before the start, where it redirects to its users' homes too.
+    {Extra, Cluster} =
+        case get(node_address) of
+            true ->
+                P = free_port(),
+                {Extra0#{listener => #{port => P, redirect_to_home => true}},
+                 Cluster0#{node_address => <<"127.0.0.1:", (integer_to_binary(P))/binary>>}};
+            undefined ->
+                {Extra0, Cluster0}
+        end,
     Cfg = throng_ct:config(Extra#{data_dir => list_to_binary(Dir),
                                   cluster => Cluster#{seeds => [Seed], db_nodes => [Seed],
                                                       reconnect_interval => 1},
@@ -1004,13 +1119,17 @@ node_name(Node) ->
 shared_port_number() ->
     case get(shared_port) of
         undefined ->
-            {ok, S} = gen_tcp:listen(0, []),
-            {ok, P} = inet:port(S),
-            gen_tcp:close(S),
+            P = free_port(),
             put(shared_port, P),
             P;
         P -> P
     end.
+
+free_port() ->
+    {ok, S} = gen_tcp:listen(0, []),
+    {ok, P} = inet:port(S),
+    gen_tcp:close(S),
+    P.
 
 wait_members(Nodes) ->
     Want = lists:sort(Nodes),
@@ -1025,7 +1144,10 @@ port_of(Node) ->
 login(User, Res, Node) when is_atom(Node) ->
     ?C:login(User, <<"password">>, Res, #{port => port_of(Node)});
 login(User, Res, Port) when is_integer(Port) ->
-    ?C:login(User, <<"password">>, Res, #{port => Port}).
+    ?C:login(User, <<"password">>, Res, #{port => Port});
+login(User, Res, HostPort) when is_binary(HostPort) ->
+    {"127.0.0.1", Port} = throng_host_port:parse(HostPort),
+    login(User, Res, Port).
 
 online(User, Res, Where) ->
     online(User, Res, Where, 0).

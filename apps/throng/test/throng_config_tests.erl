@@ -137,3 +137,18 @@ admins_test() ->
     [?assertEqual("admins[1]: expected a bare JID such as admin@example.org, got \"" ++ Bad ++ "\"",
                   err(#{admins => [<<"ok@localhost">>, list_to_binary(Bad)]}))
      || Bad <- ["root@localhost/laptop", "localhost", "a b@localhost", ""]].
+
+%% cluster.node_address: empty (no address) by default; host:port with an
+%% IPv6 address in brackets; anything else refused with the key.
+node_address_test() ->
+    setup(),
+    {ok, C0} = throng_config:validate(#{}),
+    ?assertEqual(<<>>, maps:get(node_address, maps:get(cluster, C0))),
+    [begin
+         {ok, C} = throng_config:validate(#{cluster => #{node_address => A}}),
+         ?assertEqual(A, maps:get(node_address, maps:get(cluster, C)))
+     end || A <- [<<"10.0.0.1:5222">>, <<"[::1]:5301">>, <<"xmpp.example.org:5222">>]],
+    [?assertEqual("cluster.node_address: expected host:port such as 10.0.0.1:5222 or "
+                  "[::1]:5222, got \"" ++ Bad ++ "\"",
+                  err(#{cluster => #{node_address => list_to_binary(Bad)}}))
+     || Bad <- ["10.0.0.1", "::1:5222", "host:0", "host:port"]].

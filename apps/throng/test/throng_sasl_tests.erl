@@ -669,3 +669,56 @@ allow_user_asked_again_at_scram_final_test_() ->
        ?_assertEqual({ok, <<"user">>},
                      scram_login(<<"SCRAM-SHA-1">>, <<"user">>, <<"pencil">>,
                                  (ctx())#{allow_user => fun(_) -> true end}))]).
+
+%%% Sending a user to another server (other_host: the account's home node)
+
+%% Asked with the prepared user name once the user is named, after
+%% allow_user and before any credential is looked up, with PLAIN, SCRAM and
+%% HT alike: the exchange ends with see_other_host and nothing is checked.
+other_host_before_lookup_test_() ->
+    Ctx = fun(Base) ->
+                  Self = self(),
+                  Base#{get_credentials => fun(U) -> Self ! {looked_up, U}, not_found end,
+                        other_host => fun(U) -> Self ! {asked, U}, {other, <<"10.0.0.2:5222">>} end}
+          end,
+    Looked = fun() -> receive {looked_up, _} -> true after 0 -> false end end,
+    Asked = fun() -> receive {asked, U} -> U after 0 -> none end end,
+    Tokens = {ok, [{current, ?TOKEN, 2}]},
+    with_stringprep(
+      [?_test(begin
+                  ?assertEqual({see_other_host, <<"10.0.0.2:5222">>, <<"user">>},
+                               plain(<<>>, <<"USER">>, <<"pencil">>, Ctx(ctx()))),
+                  ?assertEqual(<<"user">>, Asked()),
+                  ?assertNot(Looked())
+              end),
+       ?_test(begin
+                  ?assertEqual({see_other_host, <<"10.0.0.2:5222">>, <<"user">>},
+                               throng_sasl:start(<<"SCRAM-SHA-256">>, <<"n,,n=user,r=abc">>,
+                                                 Ctx(ctx()))),
+                  ?assertEqual(<<"user">>, Asked()),
+                  ?assertNot(Looked())
+              end),
+       ?_test(begin
+                  Ht = (Ctx(ht_ctx(Tokens)))#{fast_tokens => fun(U, _) ->
+                                                                     self() ! {looked_up, U},
+                                                                     Tokens
+                                                             end},
+                  ?assertEqual({see_other_host, <<"10.0.0.2:5222">>, <<"user">>},
+                               throng_sasl:start(<<"HT-SHA-256-NONE">>, ht_msg(?TOKEN, <<>>), Ht)),
+                  ?assertEqual(<<"user">>, Asked()),
+                  ?assertNot(Looked())
+              end),
+       %% A user refused by allow_user is not sent anywhere.
+       ?_test(begin
+                  ?assertEqual({error, 'temporary-auth-failure', <<"user">>},
+                               plain(<<>>, <<"user">>, <<"pencil">>,
+                                     (Ctx(ctx()))#{allow_user => fun(_) -> false end})),
+                  ?assertEqual(none, Asked())
+              end),
+       %% here: the exchange is the usual one.
+       ?_assertEqual({ok, <<"user">>},
+                     scram_login(<<"SCRAM-SHA-256">>, <<"user">>, <<"pencil">>,
+                                 (ctx())#{other_host => fun(_) -> here end})),
+       ?_assertMatch({success, _, <<"user">>},
+                     plain(<<>>, <<"user">>, <<"pencil">>,
+                           (ctx())#{other_host => fun(_) -> here end}))]).

@@ -58,6 +58,9 @@ features_test() ->
     [?assertMatch({_, _}, binary:match(F3, X)) || X <- [?NS_BIND, ?NS_SM, ?NS_ROSTERVER]].
 
 stream_error_test() ->
+    ?assertEqual(<<"<stream:error><see-other-host xmlns='urn:ietf:params:xml:ns:xmpp-streams'>"
+                   "[::1]:5222</see-other-host></stream:error>">>,
+                 iolist_to_binary(throng_stream:error({'see-other-host', <<"[::1]:5222">>}, <<>>))),
     E = iolist_to_binary(throng_stream:error('host-unknown', <<"a < b">>)),
     ?assertEqual(<<"<stream:error><host-unknown xmlns='urn:ietf:params:xml:ns:xmpp-streams'/>"
                    "<text xmlns='urn:ietf:params:xml:ns:xmpp-streams' xml:lang='en'>a &lt; b</text>"

@@ -133,7 +133,8 @@ starttls(#c{pid = Pid} = C) ->
     open_stream(C).
 
 %% @doc SASL PLAIN. Returns ok or {failure, Condition}.
--spec auth_plain(client(), binary(), binary()) -> ok | {failure, binary()}.
+-spec auth_plain(client(), binary(), binary()) ->
+          ok | {failure, binary()} | {stream_error, #xmlel{}}.
 auth_plain(C, User, Password) ->
     send(C, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
              base64:encode(<<0, User/binary, 0, Password/binary>>), "</auth>"]),
@@ -204,7 +205,9 @@ tls_server_end_point(#c{pid = Pid}) ->
 sasl_result(C) ->
     case recv_stanza(C) of
         #xmlel{name = <<"success">>} -> restart(C);
-        #xmlel{name = <<"failure">>} = F -> {failure, failure_cond(F)}
+        #xmlel{name = <<"failure">>} = F -> {failure, failure_cond(F)};
+        %% e.g. see-other-host (a cluster's node sends the client home)
+        #xmlel{name = <<"stream:error">>} = E -> {stream_error, E}
     end.
 
 failure_cond(#xmlel{children = Ch}) ->

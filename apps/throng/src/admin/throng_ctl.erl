@@ -87,7 +87,8 @@ builtin() ->
       "(account-disabled), its data stays"},
      {"enable", "USER DOMAIN", "Let a disabled account log in again"},
      {"sessions", "", "List connected sessions (full JIDs) of every cluster member"},
-     {"cluster", "", "Cluster members with their sessions and directory entries"},
+     {"cluster", "", "Cluster members with their sessions, directory entries and the address "
+     "clients are sent to (see-other-host)"},
      {"join-cluster", "NODE", "Join the cluster of NODE (same cookie, same storage); "
       "remembered across restarts"},
      {"leave-cluster", "", "End this node's sessions cleanly, leave the cluster and stop "
@@ -133,10 +134,10 @@ run("sessions", []) ->
                         end || R <- erpc:multicall(Members, throng_sm, all, [], 10000)]),
     {?OK, lists:sort([[throng_jid:to_binary(J), "\n"] || {J, _} <- All])};
 run("cluster", []) ->
-    Rows = [[atom_to_list(N), show(S), show(D)]
-            || #{node := N, sessions := S, directory := D} <- throng_cluster:status()],
-    {?OK, [io_lib:format("~-40s ~12s ~12s~n", R)
-           || R <- [["node", "sessions", "directory"] | Rows]]};
+    Rows = [[atom_to_list(N), show(S), show(D), case A of none -> "-"; _ -> show(A) end]
+            || #{node := N, sessions := S, directory := D, address := A} <- throng_cluster:status()],
+    {?OK, [io_lib:format("~-40s ~12s ~12s  ~s~n", R)
+           || R <- [["node", "sessions", "directory", "clients sent to"] | Rows]]};
 run("join-cluster", [Node]) ->
     case throng_cluster:join(list_to_atom(Node)) of
         ok -> {?OK, io_lib:format("Joined the cluster of ~s; members: ~s~n",
@@ -253,6 +254,7 @@ leave_cluster() ->
     {?OK, io_lib:format("Ended ~b session(s), left the cluster; the node stops~n", [N])}.
 
 show(N) when is_integer(N) -> integer_to_list(N);
+show(B) when is_binary(B) -> binary_to_list(B);
 show(A) -> atom_to_list(A).
 
 status() ->

@@ -27,7 +27,8 @@
 %% The context may refuse a user before any credential is looked up or any
 %% password checked (`allow_user': rate limits); the answer is then
 %% 'temporary-auth-failure' (RFC 6120 §6.5). SCRAM asks again before it
-%% checks the proof.
+%% checks the proof. It may also send the user elsewhere (`other_host': the
+%% account's home node in a cluster), at the same point.
 %%
 %% Unknown users cost what known ones do and fail the same way
 %% ('not-authorized'): PLAIN derives a key from a dummy salt; SCRAM answers
@@ -61,6 +62,12 @@
                  %% May this user's password be checked now? false:
                  %% 'temporary-auth-failure' without a check. Default: yes.
                  allow_user => fun((User :: binary()) -> boolean()),
+                 %% Is this the server to check this user's credentials?
+                 %% {other, "host:port"}: the exchange ends with
+                 %% {see_other_host, ...} before any is looked up (the
+                 %% client is sent to its account's home node). Default:
+                 %% here.
+                 other_host => fun((User :: binary()) -> here | {other, binary()}),
                  %% The connection's channel bindings by type name, when the
                  %% -PLUS mechanisms are offered on it. Default: none.
                  channel_bindings => #{binary() => binary()},
@@ -79,6 +86,7 @@
                 | {success, AdditionalData :: binary(), User :: binary()}
                 | {success, AdditionalData :: binary(), User :: binary(),
                    {fast, Slot :: atom(), Issued :: integer()}}
+                | {see_other_host, Where :: binary(), User :: binary()}
                 | {error, condition(), User :: binary() | undefined}.
 -export_type([ctx/0, creds/0, condition/0, result/0, state/0]).
 
@@ -164,10 +172,7 @@ ht({ht, Name, Cb}, Message, Ctx) ->
         [Authcid, Hmac] when Authcid =/= <<>>, byte_size(Hmac) =:= 32 ->
             case username(Authcid) of
                 {ok, User} ->
-                    case allowed(User, Ctx) of
-                        true -> ht_check(User, Name, cb_data(Cb, Ctx), Hmac, Ctx);
-                        false -> {error, 'temporary-auth-failure', User}
-                    end;
+                    admit(User, Ctx, fun() -> ht_check(User, Name, cb_data(Cb, Ctx), Hmac, Ctx) end);
                 error ->
                     {error, 'not-authorized', undefined}
             end;
@@ -219,10 +224,7 @@ plain(AuthzId, User, Password, #{host := Host} = Ctx) ->
         {false, _} ->
             {error, 'invalid-authzid', User};
         {true, {ok, Prepared}} when Prepared =/= <<>> ->
-            case allowed(User, Ctx) of
-                true -> plain_check(User, Prepared, Ctx);
-                false -> {error, 'temporary-auth-failure', User}
-            end;
+            admit(User, Ctx, fun() -> plain_check(User, Prepared, Ctx) end);
         {true, _} ->
             %% RFC 4616 §2: a password that fails SASLprep or prepares to
             %% nothing fails verification.
@@ -304,10 +306,7 @@ binding(_Hash, n, _Ctx) ->
     {ok, <<>>}.
 
 scram_allowed(Hash, User, Client, Ctx) ->
-    case allowed(User, Ctx) of
-        true -> lookup_keys(Hash, User, Client, Ctx);
-        false -> {error, 'temporary-auth-failure', User}
-    end.
+    admit(User, Ctx, fun() -> lookup_keys(Hash, User, Client, Ctx) end).
 
 lookup_keys(Hash, User, Client, Ctx) ->
     case lookup(User, Hash, Ctx) of
@@ -518,6 +517,19 @@ lookup(User, Hash, #{get_credentials := Get}) ->
 
 iterations(Ctx) ->
     maps:get(iterations, Ctx, ?DEFAULT_ITERATIONS).
+
+%% The user is named and nothing is looked up yet: may its credentials be
+%% checked now (allow_user), and here (other_host)?
+admit(User, Ctx, Check) ->
+    case allowed(User, Ctx) of
+        false -> {error, 'temporary-auth-failure', User};
+        true ->
+            Other = maps:get(other_host, Ctx, fun(_) -> here end),
+            case Other(User) of
+                here -> Check();
+                {other, Where} -> {see_other_host, Where, User}
+            end
+    end.
 
 allowed(User, #{allow_user := Allow}) -> Allow(User);
 allowed(_User, _Ctx) -> true.

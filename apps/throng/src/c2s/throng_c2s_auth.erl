@@ -99,7 +99,7 @@ limited(Run, Dialect, D) ->
 %% The SASL context, with the per-account check: run after the user name is
 %% known and before any credential is looked up.
 %% (The fun is kept in the SCRAM state: it holds the server and address only.)
-sasl_ctx(#d{server = Server, ip = IP, sock = Sock}) ->
+sasl_ctx(#d{server = Server, ip = IP, sock = Sock, lref = LRef}) ->
     Allow = fun(User) ->
                     throng_auth_limits:account_allowed(User, Server, IP)
                         orelse rate_limited(account,
@@ -108,7 +108,14 @@ sasl_ctx(#d{server = Server, ip = IP, sock = Sock}) ->
                                                   account_failures(User, Server)},
                                             Server, IP)
             end,
-    (throng_auth:sasl_ctx(Server))#{allow_user => Allow, channel_bindings => throng_c2s_mechs:channel_bindings(Sock)}.
+    Ctx = (throng_auth:sasl_ctx(Server))#{allow_user => Allow,
+                                          channel_bindings => throng_c2s_mechs:channel_bindings(Sock)},
+    %% A listener with redirect_to_home, in a cluster: the client is sent to
+    %% its account's home node if that is another.
+    case throng_c2s_io:lopt(LRef, redirect_to_home) andalso throng_members:clustered() of
+        true -> Ctx#{other_host => fun(User) -> throng_node_addr:redirect({User, Server}) end};
+        false -> Ctx
+    end.
 
 -spec rate_limited(address | account, map(), binary(), inet:ip_address() | undefined) -> false.
 rate_limited(Scope, Info, Server, IP) ->
@@ -148,6 +155,13 @@ sasl_result({success, Extra, User, How}, Dialect, D) ->
                              reason => Why}),
             sasl_result({error, 'temporary-auth-failure', User}, Dialect, D)
     end;
+sasl_result({see_other_host, Where, User}, _Dialect, D) ->
+    %% The account's home is another node: the client logs in there
+    %% (nothing was checked here; the stream ends).
+    throng_metrics:incr(redirected_home),
+    logger:info(#{what => sent_to_home, user => User, server => D#d.server, ip => D#d.ip,
+                  where => Where}),
+    throng_c2s_io:stream_error({'see-other-host', Where}, <<>>, D#d{sasl = undefined});
 sasl_result({error, Cond, User}, Dialect, D) ->
     failed(Cond, User, Dialect, D).
 

@@ -218,7 +218,8 @@ send_now(D, Bytes) ->
 %% The connection then ends with {shutdown, stream_error}: its socket is
 %% closed without losing the error to a reset
 %% ({@link throng_transport:close_after_error/1}).
--spec stream_error(atom(), binary(), data()) -> {stop, {shutdown, stream_error}, data()}.
+-spec stream_error(atom() | {'see-other-host', binary()}, binary(), data()) ->
+          {stop, {shutdown, stream_error}, data()}.
 stream_error(Cond, Text, D) ->
     throng_metrics:incr(stream_errors),
     logger:info(#{what => stream_error, condition => Cond, text => Text, ip => D#d.ip,

@@ -82,9 +82,18 @@ close() ->
     <<"</stream:stream>">>.
 
 %% @doc A stream error element (RFC 6120 §4.9), to be followed by close/0.
--spec error(atom(), binary()) -> iodata().
+%% {'see-other-host', "host:port"} carries the address in the condition
+%% element (§4.9.3.19).
+-spec error(atom() | {'see-other-host', binary()}, binary()) -> iodata().
 error(Cond, Text) ->
-    ["<stream:error><", atom_to_binary(Cond), " xmlns='", ?NS_STREAM_ERRORS, "'/>",
+    ["<stream:error>",
+     case Cond of
+         {'see-other-host', Where} ->
+             ["<see-other-host xmlns='", ?NS_STREAM_ERRORS, "'>", throng_xml:escape_text(Where),
+              "</see-other-host>"];
+         _ ->
+             ["<", atom_to_binary(Cond), " xmlns='", ?NS_STREAM_ERRORS, "'/>"]
+     end,
      case Text of
          <<>> -> [];
          _ -> ["<text xmlns='", ?NS_STREAM_ERRORS, "' xml:lang='en'>",

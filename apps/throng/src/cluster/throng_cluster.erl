@@ -60,19 +60,25 @@ members() ->
 
 %% @doc Every member with its sessions and state, as this node sees them.
 -spec status() -> [#{node := node(), sessions := non_neg_integer() | unreachable,
-                     directory := non_neg_integer() | unreachable}].
+                     directory := non_neg_integer() | unreachable,
+                     address := binary() | none | unreachable}].
 status() ->
     Members = members(),
     Results = erpc:multicall(Members, ?MODULE, local_status, [], 5000),
     [case R of
          {ok, Info} -> Info#{node => N};
-         _ -> #{node => N, sessions => unreachable, directory => unreachable}
+         _ -> #{node => N, sessions => unreachable, directory => unreachable,
+                address => unreachable}
      end || {N, R} <- lists:zip(Members, Results)].
 
-%% @doc This node's sessions and directory entries (status/0 asks each member).
--spec local_status() -> #{sessions := non_neg_integer(), directory := non_neg_integer()}.
+%% @doc This node's sessions, directory entries, and the address it gives
+%% clients sent to it (none: no cluster.node_address, or a listener is
+%% full) (status/0 asks each member).
+-spec local_status() -> #{sessions := non_neg_integer(), directory := non_neg_integer(),
+                          address := binary() | none}.
 local_status() ->
-    #{sessions => throng_sm:count(), directory => throng_dir:size()}.
+    #{sessions => throng_sm:count(), directory => throng_dir:size(),
+      address => throng_node_addr:own()}.
 
 %%% gen_server
 
@@ -132,7 +138,17 @@ handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
     %% node and need to add it again although this node still has it.
     erlang:send({?MODULE, Node}, {welcome, node()}, [noconnect]),
+    %% Where clients reach this node, also said again: the sender may have
+    %% restarted and forgotten it.
+    throng_node_addr:tell(Node),
     {noreply, member_up(Node, St)};
+handle_info({node_address, Node, Addr}, St) ->
+    %% Where a member's clients reach it (see-other-host), or none.
+    case lists:member(Node, members()) of
+        true -> throng_node_addr:learn(Node, Addr);
+        false -> ok
+    end,
+    {noreply, St};
 handle_info({welcome, Node}, St) ->
     {noreply, member_up(Node, St)};
 handle_info({nodedown, Node}, St) ->
@@ -178,7 +194,8 @@ member_up(Node, #st{known = Known} = St) ->
         false ->
             logger:notice(#{what => cluster_member_up, node => Node}),
             _ = spawn(fun() -> throng_storage:node_up(Node) end),
-            changed(Old, [Node | Old])
+            changed(Old, [Node | Old]),
+            throng_node_addr:tell(Node)
     end,
     St#st{known = lists:usort([Node | Known])}.
 
@@ -188,6 +205,7 @@ member_gone(Node, Why) ->
         false -> ok;
         true ->
             logger:notice(#{what => cluster_member_down, node => Node, reason => Why}),
+            throng_node_addr:forget(Node),
             changed(Old, Old -- [Node]),
             _ = spawn(fun() -> sessions_gone(Node) end),
             ok

@@ -209,6 +209,13 @@ value(bare_jid, V, W) ->
         {ok, #jid{user = U, resource = <<>>} = J} when U =/= <<>> -> throng_jid:to_binary(J);
         _ -> fail(W, "expected a bare JID such as admin@example.org, got ~ts", [show(V)])
     end;
+value(host_port, V, W) ->
+    S = value(string, V, W),
+    case S =:= <<>> orelse throng_host_port:parse(S) =/= error of
+        true -> S;
+        false -> fail(W, "expected host:port such as 10.0.0.1:5222 or [::1]:5222, got ~ts",
+                      [show(V)])
+    end;
 value(node, V, _) when is_atom(V) -> V;
 value(node, V, W) ->
     S = value(string, V, W),

@@ -13,7 +13,8 @@
 %% <li>`{int, Min, Max}' (Max may be `infinity'), `{int_or_infinity, Min}'</li>
 %% <li>`{enum, [atom()]}', `{list, type()}', `{section, spec()}',
 %% `{list_of, spec()}' (a list of sections), `domain', `bare_jid' (kept
-%% normalized, `user@domain')</li>
+%% normalized, `user@domain'), `host_port' (`host:port', `[v6]:port', or
+%% empty for none)</li>
 %% <li>`modules': extension modules, a mapping of module name to a section of
 %% that module's own options (from its `options/0'); a module that is named
 %% is enabled, with every option it does not set at its default</li>
@@ -24,7 +25,7 @@
 %% API used by tests (throng_ct builds its configuration on it).
 -ignore_xref([{default_modules, 0}]).
 
--type type() :: boolean | string | path | ip | domain | bare_jid
+-type type() :: boolean | string | path | ip | domain | bare_jid | host_port
               | {int, integer(), integer() | infinity}
               | {int_or_infinity, integer()}
               | {enum, [atom()]}
@@ -180,6 +181,18 @@ listener_spec() ->
                     doc => "disabled: no STARTTLS offered. optional: offered, and "
                            "authentication is allowed without it. required: clients must "
                            "negotiate TLS before anything else."},
+      redirect_to_home => #{type => boolean, default => false,
+                            doc => "In a cluster: a client that names an account whose home "
+                                   "(the node that keeps the account's part of the session "
+                                   "directory) is another node is sent the stream error "
+                                   "see-other-host (RFC 6120 4.9.3.19) with the home's "
+                                   "cluster.node_address, once it has named the account in "
+                                   "SASL and before any credential is checked; it connects "
+                                   "there and logs in. Not when the home has no node_address "
+                                   "or one of its listeners is full (when_full: "
+                                   "stop_listening). A session on its home answers its account's "
+                                   "lookups there, so its messages wake fewer nodes "
+                                   "(docs/clustering.md, \"Clients on their home node\")."},
       reuse_port => #{type => boolean, default => false,
                       doc => "SO_REUSEPORT: several nodes on one host listen on the same "
                              "port, and the kernel spreads new connections over them "
@@ -472,6 +485,12 @@ cluster_spec() ->
                            "listed keeps no copy and reads and writes the tables of these "
                            "nodes remotely, so a cluster's data is not copied into every "
                            "node's memory. Not used with storage.backend: pgsql."},
+      node_address => #{type => host_port, default => <<>>,
+                        doc => "Where clients reach this node itself, as host:port (for "
+                               "example 10.0.0.1:5222, or a per-node port beside a shared "
+                               "one: 127.0.0.1:5301): what listeners with redirect_to_home "
+                               "on other nodes send clients to. Told to the other members "
+                               "when they join. Empty: clients are never sent here."},
       route_at_home => #{type => boolean, default => false,
                          doc => "true: a stanza for a user whose home (the node that keeps "
                                 "the user's part of the session directory) is another node is "

@@ -93,6 +93,9 @@ metrics() ->
      m(listener_full, counter, "times",
        "Times a listener with when_full: stop_listening closed its socket at "
        "max_connections."),
+     m(redirected_home, counter, "logins",
+       "Clients sent to their account's home node (see-other-host, listeners with "
+       "redirect_to_home) once they named the account in SASL."),
      m(directory_unreachable, counter, "lookups",
        "Session-directory requests a cluster member did not answer (only this node's "
        "own sessions were used)."),

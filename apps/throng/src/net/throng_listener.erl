@@ -89,6 +89,8 @@ init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTim
             persistent_term:put({?MODULE, Ref}, #{lsock => LSock, opts => Opts,
                                                   transport => Transport, protocol => Protocol,
                                                   count => Count, max => Max}),
+            %% Not full (any more, if this listener was restarted full).
+            throng_node_addr:listener_full(Ref, false),
             logger:notice(#{what => listener_started, ip => inet:ntoa(IP),
                             port => port(Ref), backlog => Backlog,
                             max_connections => Max}),
@@ -132,6 +134,7 @@ stop_listening(#{ref := Ref} = St) ->
     #{lsock := L} = Info = info(Ref),
     persistent_term:put({?MODULE, Ref}, Info#{lsock := closed}),
     _ = gen_tcp:close(L),
+    throng_node_addr:listener_full(Ref, true),
     throng_metrics:incr(listener_full),
     logger:warning(#{what => listener_full, port => maps:get(port, St),
                      action => "stopped listening: new connections go to other nodes"}),
@@ -142,6 +145,7 @@ listen_again(#{ref := Ref, transport := Transport, sockopts := SockOpts, port :=
         {ok, LSock} ->
             Info = info(Ref),
             persistent_term:put({?MODULE, Ref}, Info#{lsock := LSock}),
+            throng_node_addr:listener_full(Ref, false),
             logger:notice(#{what => listener_resumed, port => Port}),
             St;
         {error, Why} ->
