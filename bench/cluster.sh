@@ -50,6 +50,13 @@
 #                   (indented for it), e.g. LISTEN_CONFIG='hibernate_after: 2000'
 #   CLUSTER_CONFIG  extra keys of every node's cluster section, one per line
 #                   (indented for it), e.g. CLUSTER_CONFIG='route_at_home: false'
+#   CLUSTER_HOME=1  clients on their home node: every node's client listener
+#                   has redirect_to_home, and every serving node has
+#                   cluster.node_address 127.0.0.1:<its port>, so a user is
+#                   sent (see-other-host) to its account's home and logs in
+#                   there (the db node of DB_NODE=own has no address: its
+#                   users stay where they arrive). Per node, the bench then
+#                   counts messages by each user's first node
 #   BENCH_OPTS      extra throng-bench xmpp options (split on spaces), e.g.
 #                   BENCH_OPTS='--keepalive none'
 #   NODE_FLAGS      extra emulator flags for the server nodes only (not the
@@ -199,6 +206,7 @@ for i in $(seq "$first" "$nodes"); do
         echo "listen:"
         echo "  - port: $(node_port "$i")"
         echo "    starttls: optional"
+        [ "${CLUSTER_HOME:-0}" = 1 ] && echo "    redirect_to_home: true"
         [ -z "${LISTEN_CONFIG:-}" ] || printf '%s\n' "$LISTEN_CONFIG" | sed 's/^/    /'
         if [ "${CLUSTER_SHARED_PORT:-0}" = 1 ]; then
             echo "  - port: 15222"
@@ -214,6 +222,9 @@ for i in $(seq "$first" "$nodes"); do
             echo "cluster:"
             echo "  seeds: $seeds"
             echo "  db_nodes: $seeds"
+            if [ "${CLUSTER_HOME:-0}" = 1 ] && [ "$i" != 0 ]; then
+                echo "  node_address: \"127.0.0.1:$(node_port "$i")\""
+            fi
             [ -z "${CLUSTER_CONFIG:-}" ] || printf '%s\n' "$CLUSTER_CONFIG" | sed 's/^/  /'
         else
             echo "# cluster: {seeds: $seeds, db_nodes: $seeds}   (CLUSTER_JOIN=1)"
@@ -328,8 +339,13 @@ print('status %s; users logged in %d of %d; errors %d; messages sent %d, receive
          m.get('sent', 0), m.get('received', 0), m.get('lost', 0)))
 for k, name in (('same_node', 'same-node'), ('cross_node', 'cross-node')):
     if k in m:
-        print('%-10s messages sent %d, received %d, lost %d; delivery %s'
-              % (name, m[k]['sent'], m[k]['received'], m[k]['lost'], l('delivery_' + k.split('_')[0])))
+        if 'sent' in m[k]:
+            print('%-10s messages sent %d, received %d, lost %d; delivery %s'
+                  % (name, m[k]['sent'], m[k]['received'], m[k]['lost'], l('delivery_' + k.split('_')[0])))
+        else:   # users sent to their home: a sender cannot know the node
+            print('%-10s messages received %d; delivery %s'
+                  % (name, m[k]['received'], l('delivery_' + k.split('_')[0])))
+print('users redirected to their home: %d' % s['users'].get('redirected', 0))
 print('all delivery %s; login %s' % (l('delivery'), l('login')))
 lg = s.get('loadgen', {})
 print('load generator: %s VM(s), %s B of BEAM memory per session'

@@ -26,7 +26,8 @@
 -export([consistency/1, starttls_scram/1, direct_tls_scram/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
-         malformed_scenario/1, group_chat/1, quiet_end/1]).
+         malformed_scenario/1, group_chat/1, quiet_end/1, redirected_users/1,
+         redirect_loop/1]).
 
 -define(USERS, 300).
 
@@ -37,9 +38,9 @@ all() -> [{group, no_server}, {group, throng}, {group, other_server}].
 groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
-                      malformed_scenario]},
+                      malformed_scenario, redirect_loop]},
      {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, group_chat,
-                                                        quiet_end]},
+                                                        quiet_end, redirected_users]},
      {other_server, [], Real}].
 
 init_per_suite(Config) ->
@@ -428,6 +429,58 @@ stream_error_server(Config) ->
     after Stop()
     end.
 
+%% @doc Users sent elsewhere by see-other-host (RFC 6120 §4.9.3.19, what
+%% a cluster's node does with listener option redirect_to_home) log in
+%% where they are sent: the first target is a server that sends every user
+%% to the second (Throng) once it asks to authenticate. Every user logs in,
+%% all on the second target; the users of the first were redirected once;
+%% per target, messages are counted by the recipient's first target (its
+%% sender cannot know where it went), so the totals still add up.
+redirected_users(Config) ->
+    Port2 = ?config(port2, Config),
+    {Port, Stop} = fake_server(redirecting(<<"127.0.0.1:", (integer_to_binary(Port2))/binary>>)),
+    try
+        Pid = ?config(server_pid, Config),
+        Targets = [{<<"127.0.0.1">>, Port}, {<<"127.0.0.1">>, Port2}],
+        {complete, S} = run(Config, "redirected", #{targets => [Targets],
+                                                    server_pid => [Pid, Pid], seed => 11}),
+        ct:log("~p", [S]),
+        #{users := #{logged_in := 60, failed := 0, redirected := 30}, errors := #{total := 0},
+          messages := #{sent := Sent, received := Received, lost := Lost,
+                        same_node := #{received := SameRecv} = Same,
+                        cross_node := #{received := CrossRecv}},
+          cluster := #{nodes := [N1, N2]}} = S,
+        ?assertEqual(Sent, Received + Lost),
+        ?assert(Received > 0),
+        ?assertEqual(Received, SameRecv + CrossRecv),
+        ?assertEqual(0, CrossRecv),          % all on one target
+        ?assertNot(is_map_key(sent, Same)),
+        ?assertMatch(#{launched := 30, logins := 0, failed := 0}, N1),
+        ?assertMatch(#{launched := 30, logins := 60, failed := 0}, N2),
+        ?assertEqual(Sent, maps:get(messages_sent_to, N1) + maps:get(messages_sent_to, N2)),
+        ?assertEqual(Received, maps:get(messages_received, N1) + maps:get(messages_received, N2)),
+        server_sessions_end(Config)
+    after Stop()
+    end.
+
+%% @doc A server that sends every user back to itself: each user follows
+%% the redirect three times, then fails with a stream error (no endless
+%% loop).
+redirect_loop(Config) ->
+    %% The handler learns its own address from the socket.
+    Self = fun(S) ->
+                   {ok, {_, P}} = inet:sockname(S),
+                   (redirecting(<<"127.0.0.1:", (integer_to_binary(P))/binary>>))(S)
+           end,
+    {Port, Stop} = fake_server(Self),
+    try
+        Cfg = [{host, "127.0.0.1"}, {port, Port}, {domain, "localhost"} | Config],
+        {_, S} = run(Cfg, "redirect_loop", #{users => 5, rate => 20}),
+        ?assertMatch(#{users := #{failed := 5, redirected := 15},
+                       errors := #{total := 5, by_type := #{stream_error := 5}}}, S)
+    after Stop()
+    end.
+
 %% @doc A malformed scenario file: exit status 2, and the message names the
 %% key, the value and the expectation.
 malformed_scenario(Config) ->
@@ -486,10 +539,47 @@ free_port() ->
     gen_tcp:close(L),
     P.
 
+%% A connection handler that answers the stream header with features
+%% offering PLAIN and SCRAM, and the client's <auth/> with see-other-host
+%% to Where.
+redirecting(Where) ->
+    fun(S) ->
+            %% (The load generator's first connection only checks that the
+            %% server is there, and closes.)
+            ok = recv_until(S, <<"<stream:stream">>, <<>>),
+            ok = gen_tcp:send(S, [<<"<?xml version='1.0'?><stream:stream xmlns='jabber:client' "
+                                    "xmlns:stream='http://etherx.jabber.org/streams' id='r' "
+                                    "from='localhost' version='1.0'><stream:features>"
+                                    "<mechanisms xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>"
+                                    "<mechanism>SCRAM-SHA-256</mechanism><mechanism>SCRAM-SHA-1"
+                                    "</mechanism><mechanism>PLAIN</mechanism></mechanisms>"
+                                    "</stream:features>">>]),
+            ok = recv_until(S, <<"<auth">>, <<>>),
+            ok = gen_tcp:send(S, [<<"<stream:error><see-other-host xmlns='urn:ietf:params:xml:"
+                                    "ns:xmpp-streams'>">>, Where,
+                                  <<"</see-other-host></stream:error></stream:stream>">>]),
+            timer:sleep(200),
+            gen_tcp:close(S)
+    end.
+
+recv_until(S, Pattern, Acc) ->
+    case binary:match(Acc, Pattern) of
+        nomatch ->
+            case gen_tcp:recv(S, 0, 5000) of
+                {ok, Data} -> recv_until(S, Pattern, <<Acc/binary, Data/binary>>);
+                {error, _} = E -> E
+            end;
+        _ -> ok
+    end.
+
 %% A TCP server running Handler(Socket) for every connection.
 fake_server(Handler) ->
     Self = self(),
     Pid = spawn(fun() ->
+                        %% A handler that fails (its client went away)
+                        %% does not stop the server; Stop() (kill) stops
+                        %% the handlers too.
+                        process_flag(trap_exit, true),
                         {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {backlog, 128}]),
                         {ok, P} = inet:port(L),
                         Self ! {port, P},

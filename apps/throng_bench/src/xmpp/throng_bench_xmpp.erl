@@ -320,7 +320,13 @@ summary(Snap = #{counters := C}, Rows, H) ->
                   undefined -> #{};
                   Section -> #{cluster => Section}
               end,
-    Split = case length(Targets) > 1 of
+    Split = case length(Targets) > 1 andalso Get(redirects) =:= 0 of
+                false when length(Targets) > 1 ->
+                    %% Users sent to another node (see-other-host): a sender
+                    %% cannot know its recipient's node; only what arrived
+                    %% is split.
+                    #{same_node => #{received => hist_count(Snap, delivery_same)},
+                      cross_node => #{received => hist_count(Snap, delivery_cross)}};
                 true ->
                     Cross = Get(msgs_sent_cross),
                     RecvCross = hist_count(Snap, delivery_cross),
@@ -338,6 +344,8 @@ summary(Snap = #{counters := C}, Rows, H) ->
       users => #{planned => Planned,
                  launched => Get(users_launched),
                  connected => Get(users_connected),
+                 %% logins sent to another server first (see-other-host)
+                 redirected => Get(redirects),
                  logged_in => Get(users_logged_in),
                  finished => Get(users_finished),
                  failed => Get(users_failed),

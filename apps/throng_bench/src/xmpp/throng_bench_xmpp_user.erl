@@ -42,10 +42,14 @@
 -define(NS_MUC_USER, <<"http://jabber.org/protocol/muc#user">>).
 %% A room still locked by its creator (XEP-0045 §10.1.1) is tried again.
 -define(MUC_RETRY_MS, 300).
+%% see-other-host followed at most this many times in one login.
+-define(MAX_REDIRECTS, 3).
 
 -record(u, {conn :: throng_bench_xmpp_conn:conn() | undefined,
             xs :: throng_xml_stream:state() | undefined,
             n :: non_neg_integer(),           % user number
+            tgt :: non_neg_integer(),         % the target it is on (0-based)
+            redirects = 0 :: non_neg_integer(),   % see-other-host followed
             prof :: pos_integer(),            % index of the session profile
             step = connect :: atom(),
             tref :: reference() | undefined,   % deadline of the current step
@@ -84,24 +88,34 @@ is_user(Pid) ->
 -spec init(non_neg_integer(), pos_integer(), non_neg_integer(), term()) -> ok.
 init(N, Prof, LengthMs, Seed) ->
     Cfg = cfg(),
-    #{targets := Targets, srcs := Srcs, timeouts := #{connect := CT}} = Cfg,
-    {Ip, Port} = element(target(N) + 1, Targets),
+    {Ip, Port} = element(target(N) + 1, maps:get(targets, Cfg)),
     Now = now_us(),
-    U0 = #u{n = N, prof = Prof, rnd = throng_bench_rand:tiny_seed(Seed), t_step = Now,
-            t_login = Now, end_at = now_ms() + LengthMs},
-    Src = element(N rem tuple_size(Srcs) + 1, Srcs),
+    U0 = #u{n = N, tgt = target(N), prof = Prof, rnd = throng_bench_rand:tiny_seed(Seed),
+            t_step = Now, t_login = Now, end_at = now_ms() + LengthMs},
+    case open(Ip, Port, Cfg, U0) of
+        stop -> ok;
+        U ->
+            throng_bench_metrics:inc(users_connected),
+            loop(U)
+    end.
+
+%% Connects user U to Ip:Port and opens its stream (after direct TLS if so
+%% configured): the user waiting for the stream features, or stop (failed).
+open(Ip, Port, Cfg, U0) ->
+    #{srcs := Srcs, timeouts := #{connect := CT}} = Cfg,
+    Src = element(U0#u.n rem tuple_size(Srcs) + 1, Srcs),
+    T0 = now_us(),
     case throng_bench_xmpp_conn:connect(Ip, Port, Src, {CT, maps:get(socket_buffer, Cfg)}) of
         {ok, Conn} ->
-            throng_bench_metrics:observe(connect, now_us() - Now),
+            throng_bench_metrics:observe(connect, now_us() - T0),
             throng_bench_metrics:inc(connects),
-            throng_bench_metrics:inc(users_connected),
             throng_bench_metrics:inc(conns_open),
-            case connected(maps:get(tls, Cfg), Conn, U0) of
+            case connected(maps:get(tls, Cfg), Conn, U0#u{t_step = T0}) of
                 {ok, U} ->
                     case send(U, header(Cfg)) of
                         ok ->
                             ok = throng_bench_xmpp_conn:activate(Conn),
-                            loop(U);
+                            U;
                         {error, R} -> fail(U, R)
                     end;
                 {error, R} ->
@@ -110,6 +124,40 @@ init(N, Prof, LengthMs, Seed) ->
         {error, R} ->
             fail(U0, R)
     end.
+
+%% RFC 6120 §4.9.3.19: the server sends the user elsewhere (a cluster's
+%% node sends it to its account's home node). The user closes this
+%% connection and logs in at Where (the login's time runs on), at most
+%% ?MAX_REDIRECTS times; it then counts as on the target at that address,
+%% if Where is one of the targets.
+redirect(_Where, #u{redirects = R}) when R >= ?MAX_REDIRECTS ->
+    throw({fail, {stream_error, <<"see-other-host">>}});
+redirect(Where, U = #u{conn = Old, redirects = R}) ->
+    {Ip, Port} = case throng_host_port:parse(Where) of
+                     error -> throw({fail, {bad_redirect, Where}});
+                     {Host, P} ->
+                         case inet:getaddr(Host, inet) of
+                             {ok, A} -> {A, P};
+                             {error, Why} -> throw({fail, {bad_redirect, Why}})
+                         end
+                 end,
+    throng_bench_metrics:inc(redirects),
+    throng_bench_metrics:sub(conns_open, 1),
+    throng_bench_xmpp_conn:close(Old),
+    Cfg = cfg(),
+    Tgt = case index_of({Ip, Port}, tuple_to_list(maps:get(targets, Cfg)), 0) of
+              none -> U#u.tgt;
+              I -> I
+          end,
+    case open(Ip, Port, Cfg, (cancel_step(U))#u{conn = undefined, redirects = R + 1, tgt = Tgt,
+                                                sasl = undefined}) of
+        stop -> stop;
+        U1 -> {redirected, U1}
+    end.
+
+index_of(_X, [], _I) -> none;
+index_of(X, [X | _], I) -> I;
+index_of(X, [_ | T], I) -> index_of(X, T, I + 1).
 
 new_parser() -> throng_xml_stream:new(#{max_stanza_size => 4194304}).
 
@@ -138,13 +186,13 @@ wake_packed(P) -> loop(unpack(P)).
 %% kept, and a parser state equal to the VM-wide idle one (all users of a
 %% server end up with the same state between stanzas) is replaced by the
 %% atom `idle' and read back from persistent_term, which costs nothing.
-pack(#u{conn = Conn, xs = Xs, n = N, prof = P, ka_at = KA, chat_at = C, end_at = E,
+pack(#u{conn = Conn, xs = Xs, n = N, tgt = G, prof = P, ka_at = KA, chat_at = C, end_at = E,
         timer_at = T, online = O, rnd = R, presence_sent = PS, muc_at = M, rooms = Rs}) ->
-    {Conn, idle_xs(Xs), N, P, KA, C, E, T, O, R, PS, M, Rs}.
+    {Conn, idle_xs(Xs), N, G, P, KA, C, E, T, O, R, PS, M, Rs}.
 
-unpack({Conn, Xs, N, P, KA, C, E, T, O, R, PS, M, Rs}) ->
+unpack({Conn, Xs, N, G, P, KA, C, E, T, O, R, PS, M, Rs}) ->
     #u{conn = Conn, xs = case Xs of idle -> persistent_term:get({?MODULE, idle_xs}); _ -> Xs end,
-       n = N, prof = P, step = online, ka_at = KA, chat_at = C, end_at = E, timer_at = T,
+       n = N, tgt = G, prof = P, step = online, ka_at = KA, chat_at = C, end_at = E, timer_at = T,
        online = O, rnd = R, logged_in = true, presence_sent = PS, muc_at = M, rooms = Rs}.
 
 idle_xs(Xs) ->
@@ -183,6 +231,13 @@ safe_handle(Msg, U) ->
 
 %% Messages
 
+%% A message of a connection this user closed (it was sent elsewhere):
+%% what that stream still had is dropped.
+handle(Msg, U = #u{conn = Conn})
+  when (element(1, Msg) =:= tcp orelse element(1, Msg) =:= tcp_passive
+        orelse element(1, Msg) =:= tcp_closed orelse element(1, Msg) =:= tcp_error),
+       Conn =/= undefined, element(2, Msg) =/= element(2, Conn) ->
+    U;
 handle({tcp, _S, Data}, U = #u{conn = Conn}) ->
     case throng_bench_xmpp_conn:decode(Conn, Data) of
         {ok, Plain} ->
@@ -221,6 +276,7 @@ events([], U) -> U;
 events([E | Es], U) ->
     case event(E, U) of
         stop -> stop;
+        {redirected, U1} -> U1;    % the rest was the closed stream's
         U1 -> events(Es, U1)
     end.
 
@@ -240,12 +296,21 @@ local(Name) ->
 
 %% Negotiation
 
-stanza(<<"error">>, El, _U) ->
+-spec stream_error(#xmlel{}) -> no_return().
+stream_error(El) ->
     Cond = case throng_xml:subels(El) of
                [#xmlel{name = C} | _] -> C;
                [] -> <<"undefined">>
            end,
-    throw({fail, {stream_error, Cond}});
+    throw({fail, {stream_error, Cond}}).
+
+stanza(<<"error">>, El, U = #u{logged_in = false}) ->
+    case throng_xml:subel(El, <<"see-other-host">>) of
+        undefined -> stream_error(El);
+        Other -> redirect(throng_xml:cdata(Other), U)
+    end;
+stanza(<<"error">>, El, _U) ->
+    stream_error(El);
 stanza(<<"features">>, El, U = #u{step = features}) ->
     Cfg = cfg(),
     case maps:get(tls, Cfg) of
@@ -389,11 +454,12 @@ received(X, U) ->
     case catch binary_to_integer(throng_xml:attr(<<"t">>, X, <<>>)) of
         T when is_integer(T) ->
             Latency = throng_bench_metrics:now_us() - T,
-            Own = target(U#u.n),
             throng_bench_metrics:inc(msgs_received),
-            throng_bench_metrics:target_inc(msgs_received, Own),
+            %% Counted where the sender counted it as sent to: the user's
+            %% first target (its sender cannot know where it was sent).
+            throng_bench_metrics:target_inc(msgs_received, target(U#u.n)),
             throng_bench_metrics:observe(delivery, Latency),
-            split_delivery(throng_xml:attr(<<"s">>, X), Own, Latency);
+            split_delivery(throng_xml:attr(<<"s">>, X), U#u.tgt, Latency);
         _ -> ok
     end.
 
@@ -443,8 +509,8 @@ logged_in(U = #u{t_login = T0, prof = P}) ->
     throng_bench_metrics:inc(logins),
     throng_bench_metrics:inc(users_logged_in),
     throng_bench_metrics:inc(sessions),
-    throng_bench_metrics:target_inc(logins, target(U#u.n)),
-    throng_bench_metrics:target_inc(sessions, target(U#u.n)),
+    throng_bench_metrics:target_inc(logins, U#u.tgt),
+    throng_bench_metrics:target_inc(sessions, U#u.tgt),
     Prof = profile(P),
     %% no step deadline while online: one timer per idle user, not two
     U1 = (cancel_step(U))#u{step = online, logged_in = true},
@@ -678,7 +744,8 @@ chat_now(U = #u{online = Online, prof = P, rnd = R0}, Now) ->
     To = lists:nth(floor(X * length(Online)) + 1, Online),
     #{users := Users, domain := Domain, targets := Targets} = cfg(),
     Stamp = integer_to_binary(throng_bench_metrics:now_us()),
-    {From, Dest} = {target(U#u.n), target(To)},
+    %% Dest: the recipient's first target (it may have been sent elsewhere).
+    {From, Dest} = {U#u.tgt, target(To)},
     ok_send(U, [<<"<message type='chat' to='">>, throng_bench_xmpp_users:name(Users, To), $@, Domain,
                 <<"'><body>">>, body(Size), <<"</body><x xmlns='urn:throng:bench' r='">>, maps:get(run, cfg()), <<"' t='">>, Stamp,
                 case tuple_size(Targets) of
@@ -738,13 +805,13 @@ finish(U) -> done(U, users_finished).
 
 fail(U, Reason) ->
     throng_bench_metrics:count_error(Reason),
-    throng_bench_metrics:target_inc(failed, target(U#u.n)),
+    throng_bench_metrics:target_inc(failed, U#u.tgt),
     done(U, users_failed).
 
-done(U = #u{conn = Conn, logged_in = L, n = N}, Counter) ->
+done(U = #u{conn = Conn, logged_in = L, tgt = G}, Counter) ->
     throng_bench_metrics:inc(Counter),
     L andalso throng_bench_metrics:sub(sessions, 1),
-    L andalso throng_bench_metrics:target_sub(sessions, target(N)),
+    L andalso throng_bench_metrics:target_sub(sessions, G),
     case Conn of
         undefined -> ok;
         _ ->
