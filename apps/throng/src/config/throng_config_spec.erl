@@ -191,7 +191,10 @@ listener_spec() ->
                                    "there and logs in. Not when the home has no node_address "
                                    "or one of its listeners is full (when_full: "
                                    "stop_listening). A session on its home answers its account's "
-                                   "lookups there, so its messages wake fewer nodes "
+                                   "lookups there (no CPU saving measured at 4 x 9,000 "
+                                   "sessions), and a client that comes back through another "
+                                   "node is sent home, where XEP-0198 resumption finds its "
+                                   "session. Only for clients that follow see-other-host "
                                    "(docs/clustering.md, \"Clients on their home node\")."},
       reuse_port => #{type => boolean, default => false,
                       doc => "SO_REUSEPORT: several nodes on one host listen on the same "
