@@ -138,8 +138,8 @@ handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
     %% node and need to add it again although this node still has it.
     erlang:send({?MODULE, Node}, {welcome, node()}, [noconnect]),
-    %% Where clients reach this node, also said again: the sender may have
-    %% restarted and forgotten it.
+    %% Where clients reach this node, said on every hello and welcome: the
+    %% sender may have restarted and forgotten it.
     throng_node_addr:tell(Node),
     {noreply, member_up(Node, St)};
 handle_info({node_address, Node, Addr}, St) ->
@@ -150,6 +150,7 @@ handle_info({node_address, Node, Addr}, St) ->
     end,
     {noreply, St};
 handle_info({welcome, Node}, St) ->
+    throng_node_addr:tell(Node),
     {noreply, member_up(Node, St)};
 handle_info({nodedown, Node}, St) ->
     member_gone(Node, down),
@@ -194,8 +195,7 @@ member_up(Node, #st{known = Known} = St) ->
         false ->
             logger:notice(#{what => cluster_member_up, node => Node}),
             _ = spawn(fun() -> throng_storage:node_up(Node) end),
-            changed(Old, [Node | Old]),
-            throng_node_addr:tell(Node)
+            changed(Old, [Node | Old])
     end,
     St#st{known = lists:usort([Node | Known])}.
 

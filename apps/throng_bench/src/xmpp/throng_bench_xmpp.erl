@@ -320,22 +320,22 @@ summary(Snap = #{counters := C}, Rows, H) ->
                   undefined -> #{};
                   Section -> #{cluster => Section}
               end,
-    Split = case length(Targets) > 1 andalso Get(redirects) =:= 0 of
-                false when length(Targets) > 1 ->
-                    %% Users sent to another node (see-other-host): a sender
-                    %% cannot know its recipient's node; only what arrived
-                    %% is split.
-                    #{same_node => #{received => hist_count(Snap, delivery_same)},
-                      cross_node => #{received => hist_count(Snap, delivery_cross)}};
-                true ->
+    RecvSame = hist_count(Snap, delivery_same),
+    RecvCross = hist_count(Snap, delivery_cross),
+    Split = case {length(Targets) > 1, Get(redirects)} of
+                {false, _} -> #{};
+                {true, 0} ->
                     Cross = Get(msgs_sent_cross),
-                    RecvCross = hist_count(Snap, delivery_cross),
-                    RecvSame = hist_count(Snap, delivery_same),
                     #{same_node => #{sent => Sent - Cross, received => RecvSame,
                                      lost => Sent - Cross - RecvSame},
                       cross_node => #{sent => Cross, received => RecvCross,
                                       lost => Cross - RecvCross}};
-                false -> #{}
+                {true, _} ->
+                    %% Users sent to another node (see-other-host): a sender
+                    %% cannot know its recipient's node; only what arrived
+                    %% is split.
+                    #{same_node => #{received => RecvSame},
+                      cross_node => #{received => RecvCross}}
             end,
     (maps:merge(Cluster, maps:without([server0, servers0, loadgen_mem0, loadgen_rss0, job_status],
                                       H)))#{
