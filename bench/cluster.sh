@@ -248,6 +248,7 @@ fi
 # nodes 1..NODES, then the database node's when it serves no users.
 pids=()
 db_pid=
+probe_args=()
 for i in $(seq "$first" "$nodes"); do
     echo "== starting $(node_name "$i") on port $(node_port "$i")" >&2
     started+=("$i")
@@ -259,6 +260,7 @@ for i in $(seq "$first" "$nodes"); do
     # VM is a child of it instead, sample the child.
     beam=$(pgrep -P "$shell_pid" beam.smp || true)
     if [ "$i" = 0 ]; then db_pid=${beam:-$shell_pid}; else pids+=("${beam:-$shell_pid}"); fi
+    probe_args+=("$i=${beam:-$shell_pid}")
 done
 [ -z "$db_pid" ] || pids+=("$db_pid")
 
@@ -284,10 +286,23 @@ sleep 5
          "CLUSTER_JOIN=${CLUSTER_JOIN:-1} NODE_FLAGS='${NODE_FLAGS:-}'"
 } > "$out/settings.txt"
 
-# Each node's own view at the plateau (every user online), in the background.
+# The plateau (every user online), in the background: two snapshots of
+# bench/probe.py (every node's CPU, context switches and distribution
+# segments, the load generator's CPU, the machine's /proc/stat) 10 s after
+# the last arrival and 10 s before the first departure, into probe.jsonl
+# for bench/plateau.py; then each node's own view (`status', `cluster':
+# their bin/throng VMs run after the second snapshot, outside its window).
 arrivals=$(( (users + rate - 1) / rate ))
+probe_window=$(( hold - 20 ))
 (
-    sleep $((arrivals + hold / 2)) || exit 0
+    if [ "$probe_window" -ge 10 ]; then
+        sleep $((arrivals + 10)) || exit 0
+        "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" > "$out/probe.jsonl" || true
+        sleep "$probe_window" || exit 0
+        "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" >> "$out/probe.jsonl" || true
+    else
+        sleep $((arrivals + hold / 2)) || exit 0
+    fi
     for i in "${started[@]}"; do
         echo "--- $(node_name "$i")"
         node_cmd "$i" status 2>&1 || true

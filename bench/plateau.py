@@ -13,7 +13,18 @@ CPU per online session and second) and over the messages (microseconds of
 the whole cluster's CPU per message sent, keepalives and the rest included).
 One line per directory; the last node of the list is the db node when the
 run had DB_NODE=own (node 5 of a 4-node run).
+
+When the directory has probe.jsonl (bench/cluster.sh's two snapshots of
+bench/probe.py, 10 s into the plateau and 10 s before its end), a second
+line gives the same window from outside the nodes: the servers' CPU, the
+load generator's (throng-bench and its VMs), the rest of the machine's busy
+time (kernel work not charged to a process, other programs) and the steal
+time (CPU the hypervisor gave to others: a noisy-neighbour gauge), each in
+per cent of one core; then counts that do not vary with the machine's
+load, per message sent: distribution segments sent by all nodes (each one
+wakes a node) and context switches of the servers.
 """
+import json
 import collections
 import csv
 import sys
@@ -36,11 +47,43 @@ def plateau(d):
             per[r['node']].append(float(r['server_cpu_pct']))
     nodes = {n: sum(v) / len(v) for n, v in sorted(per.items())}
     total = sum(nodes.values())
-    return ('%s peak %d, %d samples, msgs/s %.1f, cpu %.1f%%: %.2f us/session.s, '
+    line = ('%s peak %d, %d samples, msgs/s %.1f, cpu %.1f%%: %.2f us/session.s, '
             '%.0f us/msg | %s' % (
                 d, peak, len(window), msgs, total, total * 1e4 / peak,
                 total * 1e4 / msgs if msgs else 0,
                 ' '.join('%s:%.1f' % kv for kv in nodes.items())))
+    try:
+        snaps = [json.loads(x) for x in open(d + '/probe.jsonl') if x.strip()]
+    except OSError:
+        snaps = []
+    if len(snaps) == 2:
+        line += '\n' + probe(snaps, msgs, peak)
+    return line
+
+
+def probe(snaps, msgs, peak):
+    a, b = snaps
+    dt, hz = b['t'] - a['t'], a['hz']
+    pct = lambda ticks: 100.0 * ticks / hz / dt
+    cpu = [y - x for x, y in zip(a['cpu'], b['cpu'])]
+    busy = pct(cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6])
+    steal = pct(cpu[7])
+    both = [n for n in a['nodes'] if n in b['nodes']]
+    dif = {n: {k: b['nodes'][n][k] - a['nodes'][n][k] for k in a['nodes'][n]} for n in both}
+    servers = [n for n in both if 'dist_segs_out' in dif[n]]
+    srv = sum(pct(dif[n]['cpu_ticks']) for n in servers)
+    gen = sum(pct(dif[n]['cpu_ticks']) for n in both if n not in servers)
+    segs = sum(dif[n]['dist_segs_out'] for n in servers) / dt
+    sw = sum(dif[n]['ctxsw'] for n in servers) / dt
+    per = lambda x: x / msgs if msgs else 0
+    return ('  probe %.0f s: servers %.1f%%, load generator %.1f%%, rest %.1f%%, steal %.1f%% '
+            '(machine busy %.1f%% of 200); servers %.2f us/session.s; per message sent: '
+            '%.1f dist segments, %.1f context switches | %s' % (
+                dt, srv, gen, busy - srv - gen, steal, busy, srv * 1e4 / peak,
+                per(segs), per(sw),
+                ' '.join('%s:%.1f%%,%.0fsw/s,%.0fseg/s' % (
+                    n, pct(dif[n]['cpu_ticks']), dif[n]['ctxsw'] / dt,
+                    dif[n]['dist_segs_out'] / dt) for n in servers)))
 
 
 if __name__ == '__main__':
