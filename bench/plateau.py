@@ -42,9 +42,12 @@ def plateau(d):
     t0, t1 = float(window[0]['t']), float(window[-1]['t'])
     msgs = sum(value(r, 'msgs_sent_s') for r in window) / len(window)
     per = collections.defaultdict(list)
-    for r in csv.DictReader(open(d + '/nodes.csv')):
-        if t0 <= float(r['t']) <= t1:
-            per[r['node']].append(float(r['server_cpu_pct']))
+    try:
+        for r in csv.DictReader(open(d + '/nodes.csv')):
+            if t0 <= float(r['t']) <= t1:
+                per[r['node']].append(float(r['server_cpu_pct']))
+    except FileNotFoundError:   # one node: its CPU is the server's
+        per['1'] = [value(r, 'server_cpu_pct') for r in window]
     nodes = {n: sum(v) / len(v) for n, v in sorted(per.items())}
     total = sum(nodes.values())
     line = ('%s peak %d, %d samples, msgs/s %.1f, cpu %.1f%%: %.2f us/session.s, '
