@@ -80,9 +80,10 @@ def probe(snaps, msgs, peak):
     sw = sum(dif[n]['ctxsw'] for n in servers) / dt
     per = lambda x: x / msgs if msgs else 0
     return ('  probe %.0f s: servers %.1f%%, load generator %.1f%%, rest %.1f%%, steal %.1f%% '
-            '(machine busy %.1f%% of 200); servers %.2f us/session.s; per message sent: '
+            '(machine busy %.1f%% of %d); servers %.2f us/session.s; per message sent: '
             '%.1f dist segments, %.1f context switches | %s' % (
-                dt, srv, gen, busy - srv - gen, steal, busy, srv * 1e4 / peak,
+                dt, srv, gen, busy - srv - gen, steal, busy, 100 * a.get('cpus', 2),
+                srv * 1e4 / peak,
                 per(segs), per(sw),
                 ' '.join('%s:%.1f%%,%.0fsw/s,%.0fseg/s' % (
                     n, pct(dif[n]['cpu_ticks']), dif[n]['ctxsw'] / dt,

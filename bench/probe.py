@@ -14,6 +14,7 @@ Prints one JSON line:
   t            seconds (CLOCK_MONOTONIC)
   cpu          the machine's /proc/stat "cpu" line in clock ticks: user, nice,
                system, idle, iowait, irq, softirq, steal
+  cpus         the machine's CPU count
   hz           clock ticks per second
   nodes        per NAME: cpu_ticks (utime + stime of the OS process),
                ctxsw (voluntary + involuntary context switches of all its
@@ -126,7 +127,7 @@ def main(args):
                            'dist_segs_out': segs[pid][0], 'dist_segs_in': segs[pid][1]}
         except OSError:
             pass    # a node that is gone
-    print(json.dumps({'t': time.monotonic(), 'cpu': cpu,
+    print(json.dumps({'t': time.monotonic(), 'cpu': cpu, 'cpus': os.cpu_count(),
                       'hz': os.sysconf('SC_CLK_TCK'), 'nodes': nodes}))
 
 
