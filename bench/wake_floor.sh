@@ -29,9 +29,6 @@ spid=$!
 for _ in $(seq 1 100); do grep -q listening "$work/server.log" 2>/dev/null && break; sleep 0.1; done
 grep -q listening "$work/server.log" ||
     { echo "$0: the server VM did not listen on $port:" >&2; cat "$work/server.log" >&2; exit 1; }
-# ticks of a process and its threads' context switches
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-sw() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'; }
 erl $flags -noshell -pa "$work" -run wake_floor main clients 127.0.0.1 "$port" "$n" "$rate.0" \
     "$secs" > "$work/client.log" 2>&1 &
 cpid=$!
@@ -41,18 +38,22 @@ while ! grep -q connected "$work/client.log" 2>/dev/null; do
 done
 # The sends start once every connection is up; skip their first seconds.
 sleep 5
-s0=$(cpu "$spid"); c0=$(cpu "$cpid"); sw_s0=$(sw "$spid"); sw_c0=$(sw "$cpid"); t0=$(date +%s.%N)
+# Both VMs' CPU ticks and context switches, read by bench/probe.py.
+"$root/bench/probe.py" "server=$spid" "client=$cpid" > "$work/probe.jsonl"
 sleep $((secs - 10))
-s1=$(cpu "$spid"); c1=$(cpu "$cpid"); sw_s1=$(sw "$spid"); sw_c1=$(sw "$cpid"); t1=$(date +%s.%N)
+"$root/bench/probe.py" "server=$spid" "client=$cpid" >> "$work/probe.jsonl"
 wait "$cpid"
-hz=$(getconf CLK_TCK)
-awk -v s="$((s1 - s0))" -v c="$((c1 - c0))" -v ss="$((sw_s1 - sw_s0))" -v cs="$((sw_c1 - sw_c0))" \
-    -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rate="$rate" -v n="$n" 'BEGIN {
-    dt = t1 - t0; pkts = rate * dt
-    printf "%d connections, %d packets/s, %.0f s measured (%s)\n", n, rate, dt, "bench/wake_floor.sh"
-    printf "server VM: %.2f %% of a core, %.1f us per packet, %.1f context switches per packet\n",
-           100 * s / hz / dt, 1e6 * s / hz / pkts, ss / pkts
-    printf "client VM: %.2f %% of a core, %.1f us per packet, %.1f context switches per packet\n",
-           100 * c / hz / dt, 1e6 * c / hz / pkts, cs / pkts
-}'
+python3 - "$work/probe.jsonl" "$n" "$rate" <<'PY'
+import json, sys
+a, b = [json.loads(x) for x in open(sys.argv[1])]
+n, rate = int(sys.argv[2]), int(sys.argv[3])
+dt, hz = b['t'] - a['t'], a['hz']
+pkts = rate * dt
+print('%d connections, %d packets/s, %.0f s measured (bench/wake_floor.sh)' % (n, rate, dt))
+for vm in ('server', 'client'):
+    ticks = b['nodes'][vm]['cpu_ticks'] - a['nodes'][vm]['cpu_ticks']
+    sw = b['nodes'][vm]['ctxsw'] - a['nodes'][vm]['ctxsw']
+    print('%s VM: %.2f %% of a core, %.1f us per packet, %.1f context switches per packet'
+          % (vm, 100.0 * ticks / hz / dt, 1e6 * ticks / hz / pkts, sw / pkts))
+PY
 grep sent "$work/client.log" || true

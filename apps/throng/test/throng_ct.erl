@@ -3,7 +3,7 @@
 -module(throng_ct).
 
 -export([start/1, start/2, start_exact/2, stop/0, register/2, register/3, config/1, mutual/2,
-         start_distribution/2, wait_until/2]).
+         start_distribution/2, wait_until/2, repo_root/0]).
 -export([backend_groups/1, init_backend/2, end_backend/1, start_backend/1, start_backend/2,
          restart/0, storage_failure/1]).
 -export([socket_backend_group/1, init_socket_backend/1]).
@@ -164,6 +164,18 @@ both(U, C) ->
                       fun(_) -> {set, #roster_item{jid = {C, <<"localhost">>},
                                                    subscription = both}} end),
     ok.
+
+%% @doc The repository's root: THRONG_ROOT, or five levels above this
+%% module's directory (.../_build/PROFILE/lib/throng/test/throng_ct.beam).
+-spec repo_root() -> file:filename().
+repo_root() ->
+    case os:getenv("THRONG_ROOT") of
+        R when is_list(R), R =/= "" -> R;
+        _ -> up(filename:dirname(code:which(?MODULE)), 5)
+    end.
+
+up(Dir, 0) -> Dir;
+up(Dir, N) -> up(filename:dirname(Dir), N - 1).
 
 %% Makes this node distributed. A fresh machine has no epmd running (only
 %% `erl -sname` starts one, net_kernel:start/1 does not), so start it and

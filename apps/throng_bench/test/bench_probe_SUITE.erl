@@ -15,7 +15,7 @@
 all() -> [counts_what_the_nodes_did, plateau_reads_the_snapshots].
 
 init_per_suite(Config) ->
-    Root = root(),
+    Root = throng_ct:repo_root(),
     case {os:find_executable("python3"), os:find_executable("ss"),
           filelib:is_file(filename:join(Root, "bench/probe.py"))} of
         {false, _, _} -> {skip, "python3 not found"};
@@ -24,9 +24,8 @@ init_per_suite(Config) ->
         _ ->
             Started = case node() of
                           nonode@nohost ->
-                              ok = ensure_epmd(50),
                               Name = list_to_atom("probe_ct_" ++ os:getpid() ++ "@127.0.0.1"),
-                              {ok, _} = net_kernel:start([Name, longnames]),
+                              {ok, _} = throng_ct:start_distribution(Name, longnames),
                               true;
                           _ -> false
                       end,
@@ -113,19 +112,3 @@ probe(Config, Args) ->
 
 grew(Before, After, Key) ->
     maps:get(Key, After) - maps:get(Key, Before).
-
-%% The repository: .../_build/PROFILE/lib/throng_bench/ebin/X.beam is
-%% five levels under it.
-root() ->
-    Beam = code:which(throng_bench_cli),
-    filename:join(lists:sublist(filename:split(Beam), length(filename:split(Beam)) - 6)).
-
-ensure_epmd(0) -> {error, epmd_not_answering};
-ensure_epmd(Tries) ->
-    case erl_epmd:names() of
-        {ok, _} -> ok;
-        {error, _} ->
-            _ = os:cmd("epmd -daemon"),
-            timer:sleep(100),
-            ensure_epmd(Tries - 1)
-    end.

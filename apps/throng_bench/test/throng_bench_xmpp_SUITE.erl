@@ -94,7 +94,7 @@ start_throng(Config) ->
      {server_pid, list_to_integer(os:getpid())} | Config].
 
 start_prosody(Config) ->
-    Root = repo_root(),
+    Root = throng_ct:repo_root(),
     Script = filename:join([Root, "bench", "bench_prosody.sh"]),
     case {os:find_executable("prosody"), os:cmd("id -u"), filelib:is_file(Script)} of
         {false, _, _} ->
@@ -117,18 +117,6 @@ start_prosody(Config) ->
     end.
 
 script(Config) -> ?config(script, Config).
-
-repo_root() ->
-    case os:getenv("THRONG_ROOT") of
-        R when is_list(R), R =/= "" -> R;
-        _ ->
-            %% .../_build/PROFILE/lib/throng_bench/ebin/throng_bench_cli.beam
-            Beam = code:which(throng_bench_cli),
-            up(filename:dirname(Beam), 5)
-    end.
-
-up(Dir, 0) -> Dir;
-up(Dir, N) -> up(filename:dirname(Dir), N - 1).
 
 %% A scenario file for this suite.
 scenario(Config, Name, Extra) ->
