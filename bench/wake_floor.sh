@@ -12,7 +12,19 @@
 # packet, and the context switches of each per packet. The two VMs are
 # what a Throng node and a throng-bench VM at least pay for an event at
 # this load: the paper mix's keepalive is exactly such a packet.
+#
+# SERVER=c and CLIENT=c run that half as bench/wake_floor.c instead (one
+# process, an epoll loop): what the same packets cost outside Erlang, the
+# floor of the machine itself. TICK_MS=T (with CLIENT=c) wakes the client's
+# loop only every T ms and sends what is then due.
 set -eu
+server=${SERVER:-erlang}; client=${CLIENT:-erlang}; tick=${TICK_MS:-0}
+for half in "SERVER $server" "CLIENT $client"; do
+    case ${half#* } in
+        erlang|c) ;;
+        *) echo "$0: ${half% *} is erlang or c, not ${half#* }" >&2; exit 2 ;;
+    esac
+done
 n=${1:-9000}; rate=${2:-300}; secs=${3:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 port=${PORT:-17007}
@@ -20,17 +32,34 @@ work=$(mktemp -d /tmp/wake-floor.XXXXXX)
 # the emulator flags of the release (config/vm.args), for both VMs
 flags=$(grep '^+' "$root/config/vm.args" | tr '\n' ' ')
 erlc -o "$work" "$root/bench/wake_floor.erl"
+if [ "$server" = c ] || [ "$client" = c ]; then
+    cc -O2 -Wall -o "$work/wake_floor" "$root/bench/wake_floor.c" -lm
+fi
 cd "$work"    # where a crash dump would go
 spid=
-cleanup() { [ -z "$spid" ] || kill "$spid" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() {
+    # wait for the server VM to exit: the next run listens on the same port
+    [ -z "$spid" ] || { kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null; } || true
+    rm -rf "$work"
+}
 trap cleanup EXIT INT TERM
-erl $flags -noshell -pa "$work" -run wake_floor main server "$port" > "$work/server.log" 2>&1 &
+case $server in
+    erlang) erl $flags -noshell -pa "$work" -run wake_floor main server "$port" \
+                > "$work/server.log" 2>&1 & ;;
+    c) "$work/wake_floor" server "$port" > "$work/server.log" 2>&1 & ;;
+esac
 spid=$!
 for _ in $(seq 1 100); do grep -q listening "$work/server.log" 2>/dev/null && break; sleep 0.1; done
 grep -q listening "$work/server.log" ||
     { echo "$0: the server VM did not listen on $port:" >&2; cat "$work/server.log" >&2; exit 1; }
-erl $flags -noshell -pa "$work" -run wake_floor main clients 127.0.0.1 "$port" "$n" "$rate.0" \
-    "$secs" > "$work/client.log" 2>&1 &
+case $client in
+    erlang)
+        erl $flags -noshell -pa "$work" -run wake_floor main clients 127.0.0.1 "$port" "$n" \
+            "$rate.0" "$secs" > "$work/client.log" 2>&1 & ;;
+    c)
+        "$work/wake_floor" clients 127.0.0.1 "$port" "$n" "$rate" "$secs" "$tick" \
+            > "$work/client.log" 2>&1 & ;;
+esac
 cpid=$!
 while ! grep -q connected "$work/client.log" 2>/dev/null; do
     kill -0 "$cpid" 2>/dev/null || { cat "$work/client.log" >&2; exit 1; }
@@ -43,13 +72,15 @@ sleep 5
 sleep $((secs - 10))
 "$root/bench/probe.py" "server=$spid" "client=$cpid" >> "$work/probe.jsonl"
 wait "$cpid"
-python3 - "$work/probe.jsonl" "$n" "$rate" <<'PY'
+label="server $server, client $client"; [ "$client" = c ] && label="$label, TICK_MS=$tick"
+python3 - "$work/probe.jsonl" "$n" "$rate" "$label" <<'PY'
 import json, sys
 a, b = [json.loads(x) for x in open(sys.argv[1])]
 n, rate = int(sys.argv[2]), int(sys.argv[3])
 dt, hz = b['t'] - a['t'], a['hz']
 pkts = rate * dt
-print('%d connections, %d packets/s, %.0f s measured (bench/wake_floor.sh)' % (n, rate, dt))
+print('%d connections, %d packets/s, %.0f s measured (bench/wake_floor.sh, %s)'
+      % (n, rate, dt, sys.argv[4]))
 for vm in ('server', 'client'):
     ticks = b['nodes'][vm]['cpu_ticks'] - a['nodes'][vm]['cpu_ticks']
     sw = b['nodes'][vm]['ctxsw'] - a['nodes'][vm]['ctxsw']

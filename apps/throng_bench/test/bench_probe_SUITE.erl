@@ -1,18 +1,21 @@
 %% bench/probe.py and bench/plateau.py against real BEAM nodes: what the
 %% probe counts from outside (a node's CPU, context switches, distribution
 %% segments; a process tree's CPU) grows with what the nodes did, and the
-%% plateau line reads two snapshots into per-message counts.
+%% plateau line reads two snapshots into per-message counts; and
+%% bench/wake_floor.sh runs each half in Erlang or in C (bench/wake_floor.c).
 -module(bench_probe_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
--export([counts_what_the_nodes_did/1, plateau_reads_the_snapshots/1]).
+-export([counts_what_the_nodes_did/1, plateau_reads_the_snapshots/1,
+         wake_floor_runs_either_half_in_c/1]).
 
 -define(CALLS, 300).
 
-all() -> [counts_what_the_nodes_did, plateau_reads_the_snapshots].
+all() -> [counts_what_the_nodes_did, plateau_reads_the_snapshots,
+          wake_floor_runs_either_half_in_c].
 
 init_per_suite(Config) ->
     Root = throng_ct:repo_root(),
@@ -95,6 +98,40 @@ plateau_reads_the_snapshots(Config) ->
     ct:log("~s", [Out]),
     ?assertMatch({match, _}, re:run(Out, "probe 20 s: servers 5.0%, load generator 2.0%")),
     ?assertMatch({match, _}, re:run(Out, "2.0 dist segments, 10.0 context switches")).
+
+%% The floor script with a C server and an Erlang client, then the other
+%% way round with the C client's coalescing tick: both print each side's
+%% CPU per packet, and the sends add up to about RATE x SECONDS (Poisson
+%% counts: 100 a second for 12 s less each connection's first gap). A half
+%% named neither erlang nor c is refused.
+wake_floor_runs_either_half_in_c(Config) ->
+    case os:find_executable("cc") of
+        false -> {skip, "no C compiler (cc)"};
+        _ ->
+            Script = filename:join(?config(root, Config), "bench/wake_floor.sh"),
+            Port = integer_to_list(20000 + erlang:phash2(os:getpid(), 10000)),
+            Run = fun(Env) ->
+                          Out = os:cmd(lists:flatten(["PORT=", Port, " ", Env, " ", Script,
+                                                      " 200 100 12 2>&1; echo rc=$?"])),
+                          ct:log("~s:~n~s", [Env, Out]),
+                          Out
+                  end,
+            [begin
+                 Out = Run(Env),
+                 ?assertMatch({match, _}, re:run(Out, Label)),
+                 ?assertMatch({match, _}, re:run(Out, "server VM: [0-9.]+ % of a core, "
+                                                 "[0-9.]+ us per packet")),
+                 ?assertMatch({match, _}, re:run(Out, "client VM: [0-9.]+ % of a core")),
+                 {match, [Sent]} = re:run(Out, "sent ([0-9]+)", [{capture, all_but_first, list}]),
+                 ?assert(list_to_integer(Sent) >= 600),
+                 ?assert(list_to_integer(Sent) =< 1600),
+                 ?assertMatch({match, _}, re:run(Out, "rc=0"))
+             end || {Env, Label} <- [{"SERVER=c", "server c, client erlang"},
+                                     {"CLIENT=c TICK_MS=5", "server erlang, client c, TICK_MS=5"}]],
+            Bad = Run("SERVER=java"),
+            ?assertMatch({match, _}, re:run(Bad, "SERVER is erlang or c, not java")),
+            ?assertMatch({match, _}, re:run(Bad, "rc=2"))
+    end.
 
 %%% Helpers
 
