@@ -15,7 +15,9 @@
 #
 # Resumed variants: each user first logs in once with a full handshake
 # (not measured) and keeps the ticket it gets; the measured logins resume
-# with it, C at a time.
+# with it, C at a time. The last variant's first login also enables stream
+# management and its connection is then cut; the measured login resumes
+# that session inline in its SASL2 <authenticate/> (XEP-0198).
 #
 # Starts its own node from the release (make release): ports 25222
 # (plain TCP and STARTTLS) and 25223 (direct TLS), a fresh data directory.

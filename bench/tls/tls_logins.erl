@@ -30,7 +30,9 @@ main([OsPidS, StartTlsPortS, DirectPortS, NS, CS]) ->
          {"direct TLS, resumed (ticket) + SCRAM-SHA-256", direct, resumed, scram, N + 1},
          {"direct TLS, resumed (ticket) + PLAIN (cached)", direct, resumed, plain, 1},
          {"direct TLS + SASL2 FAST (HT-SHA-256-NONE) + Bind2", direct, full, fast, 1},
-         {"direct TLS, resumed (ticket) + SASL2 FAST + Bind2", direct, resumed, fast, 1}],
+         {"direct TLS, resumed (ticket) + SASL2 FAST + Bind2", direct, resumed, fast, 1},
+         {"direct TLS, resumed (ticket) + FAST + SM resumed inline", direct, resumed,
+          fast_resume, 1}],
     %% TLS_VARIANTS=3,11,12: only those rows (1-based, in this order).
     Variants = case os:getenv("TLS_VARIANTS", "") of
                    "" -> All;
@@ -45,10 +47,12 @@ run({Label, Kind, Tls, Auth, First}, Ports, OsPid, N, C) ->
     Port = maps:get(case Kind of tcp -> starttls; _ -> Kind end, Ports),
     %% FAST needs a token per user: a SASL2 PLAIN login asks for it (not
     %% measured).
-    _ = [fetch_tokens(Kind, Port, First, N) || Auth =:= fast],
+    _ = [fetch_tokens(Kind, Port, First, N) || Auth =:= fast orelse Auth =:= fast_resume],
     %% Resumption needs a ticket per user: a full login each, keeping the
     %% ticket it brings (manual tickets, so that resumed logins can run C
-    %% at a time; OTP's automatic ticket store cannot). Not measured.
+    %% at a time; OTP's automatic ticket store cannot). Not measured. For
+    %% fast_resume that login enables stream management and its connection
+    %% is then cut, leaving a session to resume.
     _ = [fetch_tickets(Port, Auth, First, N, C) || Tls =:= resumed],
     around("start"),
     Cpu0 = cpu_ms(OsPid),
@@ -100,9 +104,9 @@ login(Kind, Port, Tls, Auth, I) ->
     BindTrips = bind(Auth, S),
     {S, Trips0 + AuthTrips + BindTrips, resumed(S)}.
 
-%% SASL2 with Bind2 binds in its <success/>; otherwise a bind IQ after the
-%% restart.
-bind(fast, _S) ->
+%% SASL2 with Bind2 binds in its <success/> (or resumes the session);
+%% otherwise a bind IQ after the restart.
+bind(Fast, _S) when Fast =:= fast; Fast =:= fast_enable; Fast =:= fast_resume ->
     0;
 bind(_, S) ->
     ok = send(S, [?HDR, "<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
@@ -147,13 +151,27 @@ fetch_tokens(Kind, Port, First, N) ->
 fetch_tickets(Port, Auth, First, N, C) ->
     _ = in_parallel(lists:seq(First, First + N - 1), C,
                     fun(I) ->
-                            {S, _, _} = login(direct, Port, ticket, Auth, I),
+                            {S, _, _} = login(direct, Port, ticket, first_login(Auth), I),
                             T = receive {ssl, session_ticket, Tk} -> Tk
                                 after 10000 -> error(no_ticket) end,
                             persistent_term:put({?MODULE, ticket, I}, T),
-                            close(S)
+                            case Auth of
+                                fast_resume -> cut(S);
+                                _ -> close(S)
+                            end
                     end),
     ok.
+
+first_login(fast_resume) -> fast_enable;
+first_login(Auth) -> Auth.
+
+%% The connection lost, as a phone's: the TCP socket under the TLS one
+%% closed, with no TLS close_notify and no </stream:stream>; the server
+%% keeps the session for resumption. (OTP 25's #sslsocket{} holds the
+%% transport and its socket in its second field.)
+cut(S) ->
+    {gen_tcp, Tcp, _, _} = element(2, S),
+    ok = gen_tcp:close(Tcp).
 
 %% TLS_LOGINS_AROUND="CMD": runs "CMD start" before the measured logins of
 %% each variant and "CMD stop" after them (e.g. to profile only those).
@@ -182,13 +200,30 @@ resumed(S) ->
 send({tcp, T}, Data) -> gen_tcp:send(T, Data);
 send(S, Data) -> ssl:send(S, Data).
 
-auth(fast, S, User) ->
+auth(Fast, S, User) when Fast =:= fast; Fast =:= fast_enable; Fast =:= fast_resume ->
     Token = persistent_term:get({?MODULE, token, User}),
     Hmac = crypto:mac(hmac, sha256, Token, <<"Initiator">>),
+    Inline = case Fast of
+                 fast -> "<bind xmlns='urn:xmpp:bind:0'><tag>bench</tag></bind>";
+                 fast_enable -> "<bind xmlns='urn:xmpp:bind:0'><tag>bench</tag>"
+                                "<enable xmlns='urn:xmpp:sm:3' resume='true'/></bind>";
+                 fast_resume -> ["<resume xmlns='urn:xmpp:sm:3' h='0' previd='",
+                                 persistent_term:get({?MODULE, sm, User}), "'/>"
+                                 "<bind xmlns='urn:xmpp:bind:0'><tag>bench</tag></bind>"]
+             end,
     ok = send(S, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='HT-SHA-256-NONE'><initial-response>",
                   base64:encode(<<User/binary, 0, Hmac/binary>>), "</initial-response>", ua(User),
-                  "<bind xmlns='urn:xmpp:bind:0'><tag>bench</tag></bind></authenticate>"]),
-    ok = wait_for(S, <<"</success>">>),
+                  Inline, "</authenticate>"]),
+    Success = recv_until(S, <<"</success>">>),
+    case Fast of
+        fast -> ok;
+        fast_enable ->
+            {match, [Id]} = re:run(Success, "<enabled[^>]* id='([^']+)'",
+                                   [{capture, all_but_first, binary}]),
+            persistent_term:put({?MODULE, sm, User}, Id);
+        fast_resume ->
+            binary:match(Success, <<"<resumed">>) =/= nomatch orelse error({not_resumed, Success})
+    end,
     1;
 auth(plain, S, User) ->
     ok = send(S, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",

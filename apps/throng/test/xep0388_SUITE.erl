@@ -2,7 +2,7 @@
 %% server over STARTTLS: what is offered, logins with and without Bind2,
 %% stream management inline, failures, FAST tokens (issue, one-round-trip
 %% login, wrong token, mechanism binding, invalidation, expiry, password
-%% change).
+%% change), and XEP-0198 stream resumption inline in <authenticate/>.
 -module(xep0388_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -18,10 +18,16 @@ all() ->
     [offered_over_tls_only, plain_without_bind, scram_with_server_signature, bind2_session,
      bind2_with_stream_management, failure_then_retry, fast_token_then_one_round_trip,
      fast_wrong_token, fast_needs_user_agent, fast_token_bound_to_mechanism,
-     fast_invalidate, fast_expired_token, fast_password_change, fast_disabled_account].
+     fast_invalidate, fast_expired_token, fast_password_change, fast_disabled_account,
+     inline_resume_with_fast, inline_resume_failed_then_bind2, inline_resume_failed_without_bind,
+     inline_resume_not_offered_without_stream_management].
 
-init_per_testcase(_TC, Config) ->
-    throng_ct:start(Config, #{auth => #{max_failure_delay => 0}}),
+init_per_testcase(TC, Config) ->
+    SM = case TC of
+             inline_resume_not_offered_without_stream_management -> #{enabled => false};
+             _ -> #{}
+         end,
+    throng_ct:start(Config, #{auth => #{max_failure_delay => 0}, stream_management => SM}),
     ok = throng_ct:register(<<"alice">>, <<"password">>),
     Config.
 
@@ -82,6 +88,7 @@ offered_over_tls_only(_) ->
     ?assert(lists:member(<<"PLAIN">>, Mechs)),
     Inline = throng_xml:subel(A, <<"inline">>),
     ?assertNotEqual(undefined, throng_xml:subel(Inline, <<"bind">>, ?NS_BIND2)),
+    ?assertNotEqual(undefined, throng_xml:subel(Inline, <<"sm">>, ?NS_SM)),
     Fast = throng_xml:subel(Inline, <<"fast">>, ?NS_FAST),
     FastMechs = [throng_xml:cdata(M) || M <- Fast#xmlel.children],
     ?assertEqual([<<"HT-SHA-256-EXPR">>, <<"HT-SHA-256-ENDP">>, <<"HT-SHA-256-NONE">>], FastMechs),
@@ -263,3 +270,98 @@ fast_disabled_account(_) ->
     S = authenticate(C2, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
     ?assertMatch(#xmlel{name = <<"success">>}, S),
     ?C:close(C2).
+
+%%% XEP-0198 "Inline Stream Resumption"
+
+resume_el(PrevId, H) ->
+    ["<resume xmlns='urn:xmpp:sm:3' previd='", PrevId, "' h='", integer_to_binary(H), "'/>"].
+
+messages(C, N) ->
+    [throng_xml:subel_cdata(M, <<"body">>) || M <- [?C:recv_stanza(C) || _ <- lists:seq(1, N)],
+                                                M#xmlel.name =:= <<"message">>].
+
+%% The returning client: its FAST token and its session's id in one
+%% <authenticate/>. The old session answers: a <success/> with the old full
+%% JID and <resumed/> (the Bind2 request beside it ignored), the messages
+%% the client had not acknowledged again, and no stream features: the next
+%% thing the client reads answers its ping.
+inline_resume_with_fast(_) ->
+    ok = throng_ct:register(<<"bob">>, <<"password">>),
+    {C1, _} = tls(),
+    S1 = authenticate(C1, <<"PLAIN">>, plain(<<"alice">>, <<"password">>),
+                      [ua(), "<request-token xmlns='urn:xmpp:fast:0' mechanism='HT-SHA-256-NONE'/>",
+                       "<bind xmlns='urn:xmpp:bind:0'><tag>Phone</tag>",
+                       "<enable xmlns='urn:xmpp:sm:3' resume='true'/></bind>"]),
+    Jid = cdata(S1, <<"authorization-identifier">>),
+    Token = token_of(S1),
+    Id = throng_xml:attr(<<"id">>, throng_xml:subel(throng_xml:subel(S1, <<"bound">>, ?NS_BIND2),
+                                                    <<"enabled">>, ?NS_SM)),
+    #xmlel{name = <<"stream:features">>} = ?C:recv_stanza(C1),
+    B = ?C:login(<<"bob">>, <<"password">>, <<"b">>),
+    [?C:send(B, ?C:message(Jid, <<"chat">>, integer_to_binary(N))) || N <- lists:seq(1, 3)],
+    ?assertEqual([<<"1">>, <<"2">>, <<"3">>], messages(C1, 3)),
+    ?C:abort(C1),
+    timer:sleep(200),
+    {C2, _} = tls(),
+    S2 = authenticate(C2, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>),
+                      [ua(), resume_el(Id, 1),
+                       "<bind xmlns='urn:xmpp:bind:0'><tag>Phone</tag></bind>"]),
+    ?assertMatch(#xmlel{name = <<"success">>}, S2),
+    ?assertEqual(crypto:mac(hmac, sha256, Token, <<"Responder">>),
+                 base64:decode(cdata(S2, <<"additional-data">>))),
+    ?assertEqual(Jid, cdata(S2, <<"authorization-identifier">>)),
+    Resumed = throng_xml:subel(S2, <<"resumed">>, ?NS_SM),
+    ?assertEqual(Id, throng_xml:attr(<<"previd">>, Resumed)),
+    ?assertEqual(<<"0">>, throng_xml:attr(<<"h">>, Resumed)),
+    ?assertEqual(undefined, throng_xml:subel(S2, <<"bound">>, ?NS_BIND2)),
+    ?assertEqual([<<"2">>, <<"3">>], messages(C2, 2)),
+    ?C:send(C2, <<"<iq type='get' id='p1'><ping xmlns='urn:xmpp:ping'/></iq>">>),
+    ?assertMatch(#xmlel{name = <<"iq">>}, ?C:recv_stanza(C2)),
+    %% One session, the old one, and it still receives.
+    ?assertEqual(1, length(throng_sm:resources({<<"alice">>, <<"localhost">>}))),
+    ?C:send(B, ?C:message(Jid, <<"chat">>, <<"after">>)),
+    ?assertEqual([<<"after">>], messages(C2, 1)),
+    ?C:close(C2),
+    ?C:close(B).
+
+%% Nothing to resume: the <success/> says why (<failed/>) and the Bind2
+%% request is served, as XEP-0198 asks.
+inline_resume_failed_then_bind2(_) ->
+    {C, _} = tls(),
+    S = authenticate(C, <<"PLAIN">>, plain(<<"alice">>, <<"password">>),
+                     [resume_el(<<"bm90IGFuIGlk">>, 0),
+                      "<bind xmlns='urn:xmpp:bind:0'><tag>Laptop</tag></bind>"]),
+    ?assertMatch(#xmlel{name = <<"success">>}, S),
+    Failed = throng_xml:subel(S, <<"failed">>, ?NS_SM),
+    ?assertNotEqual(undefined, throng_xml:subel(Failed, <<"item-not-found">>, ?NS_STANZAS)),
+    ?assertNotEqual(undefined, throng_xml:subel(S, <<"bound">>, ?NS_BIND2)),
+    ?assertMatch(<<"alice@localhost/Laptop/", _/binary>>, cdata(S, <<"authorization-identifier">>)),
+    #xmlel{name = <<"stream:features">>} = ?C:recv_stanza(C),
+    ?assertEqual(1, length(throng_sm:resources({<<"alice">>, <<"localhost">>}))),
+    ?C:close(C).
+
+%% Without Bind2 the failed resumption leaves the stream authenticated and
+%% unbound: the features follow and a legacy bind works.
+inline_resume_failed_without_bind(_) ->
+    {C, _} = tls(),
+    S = authenticate(C, <<"PLAIN">>, plain(<<"alice">>, <<"password">>),
+                     [resume_el(<<"bm90IGFuIGlk">>, 0)]),
+    ?assertEqual(<<"alice@localhost">>, cdata(S, <<"authorization-identifier">>)),
+    ?assertNotEqual(undefined, throng_xml:subel(S, <<"failed">>, ?NS_SM)),
+    F = ?C:recv_stanza(C),
+    ?assertNotEqual(undefined, throng_xml:subel(F, <<"bind">>, ?NS_BIND)),
+    _ = ?C:bind(C, <<"legacy">>),
+    ?assertEqual(1, length(throng_sm:resources({<<"alice">>, <<"localhost">>}))),
+    ?C:close(C).
+
+%% Stream management off: <sm/> is not among SASL2's inline features, and
+%% a <resume/> sent anyway gets feature-not-implemented in the <success/>.
+inline_resume_not_offered_without_stream_management(_) ->
+    {C, F} = tls(),
+    Inline = throng_xml:subel(throng_xml:subel(F, <<"authentication">>, ?NS_SASL2), <<"inline">>),
+    ?assertEqual(undefined, throng_xml:subel(Inline, <<"sm">>, ?NS_SM)),
+    S = authenticate(C, <<"PLAIN">>, plain(<<"alice">>, <<"password">>),
+                     [resume_el(<<"bm90IGFuIGlk">>, 0)]),
+    Failed = throng_xml:subel(S, <<"failed">>, ?NS_SM),
+    ?assertNotEqual(undefined, throng_xml:subel(Failed, <<"feature-not-implemented">>, ?NS_STANZAS)),
+    ?C:close(C).

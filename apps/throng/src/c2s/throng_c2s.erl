@@ -40,17 +40,18 @@
 
 %% What an element handler returns: {next, State, D}, with gen_statem
 %% actions, {restart, State, D} (a stream restart: the elements already
-%% parsed from the old stream are dropped), {handover, Pid, D} (a resumed
-%% session takes the connection, with the elements that follow), or a stop.
+%% parsed from the old stream are dropped), {handover, Target, D} (a
+%% resumed session takes the connection, with the elements that follow:
+%% {@link throng_c2s_sm:target()}), or a stop.
 -type element_result() :: {next, atom(), data()} | {next, atom(), data(), [gen_statem:action()]}
-                        | {restart, atom(), data()} | {handover, pid(), data()}
+                        | {restart, atom(), data()} | {handover, throng_c2s_sm:target(), data()}
                         | {stop, term(), data()}.
 -export_type([element_result/0]).
 
 %% A state is where the stream is (see the module doc); {handover, Pid,
 %% Elements} only between a successful <resume/> and the end of the data it
 %% came in, while the elements that follow it are gathered for Pid.
--type state() :: atom() | {handover, pid(), list()}.
+-type state() :: atom() | {handover, throng_c2s_sm:target(), list()}.
 
 %%% Start
 
@@ -148,14 +149,14 @@ handle_event({call, From}, {resume, Bare, H}, State, D) ->
     throng_c2s_sm:resume_request(From, Bare, H, State, D);
 handle_event({call, From}, {resume_elsewhere, Bare, H}, State, D) ->
     throng_c2s_sm:resume_elsewhere(From, Bare, H, State, D);
-handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, resumable, D) ->
-    {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
+handle_event(info, {resume_socket, Sock, Parser, Rest, Pending, How}, resumable, D) ->
+    {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, How, D),
     elements(Rest, session, D1);
-handle_event(info, {resume_socket, Sock, Parser, Rest, Pending}, session, D0) ->
+handle_event(info, {resume_socket, Sock, Parser, Rest, Pending, How}, session, D0) ->
     %% Resumed while the old connection still looked alive: drop it.
     throng_transport:close(D0#d.sock),
     D = throng_c2s_stanza:csi_release(D0#d{sock = undefined}),
-    {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, D),
+    {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, How, D),
     elements(Rest, session, D1);
 handle_event(internal, {Tag, Epoch, Ev}, State, #d{epoch = Epoch} = D) when is_atom(State) ->
     case Tag of

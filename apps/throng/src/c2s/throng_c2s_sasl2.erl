@@ -11,6 +11,13 @@
 %% as without Bind2 (at initial presence): Throng has no message archive
 %% yet for a client to catch up from, so none are dropped.
 %%
+%% Stream resumption inline (XEP-0198 "Inline Stream Resumption"): a
+%% <resume/> in <authenticate/> is tried first. When the old session takes
+%% the connection over, it answers with the <success/> (its full JID, the
+%% <resumed/>, the FAST token if any) and no stream features follow; a Bind2
+%% request beside it is ignored. When it fails, the <success/> carries the
+%% <failed/> and the login goes on as without it (Bind2 if asked).
+%%
 %% FAST: a client that sends a user-agent id may ask for a token
 %% (<request-token/>); next time it logs in with HT-SHA-256-EXPR, -ENDP or
 %% -NONE in one round trip. Tokens rotate (a token older than
@@ -27,6 +34,7 @@
 -type request() :: #{mechanism := binary(),
                      ua => binary(),                      % user-agent id
                      bind => #xmlel{},                    % Bind2 request
+                     resume => #xmlel{},                  % XEP-0198 <resume/>
                      request_token => binary(),           % FAST mechanism
                      invalidate => boolean()}.
 -export_type([request/0]).
@@ -49,6 +57,7 @@ feature(#d{sock = Sock} = D) ->
             ["<authentication xmlns='", ?NS_SASL2, "'>",
              [["<mechanism>", M, "</mechanism>"] || M <- Mechs],
              "<inline>",
+             [["<sm xmlns='", ?NS_SM, "'/>"] || throng_config:get([stream_management, enabled])],
              "<bind xmlns='", ?NS_BIND2, "'><inline><feature var='", ?NS_SM, "'/></inline></bind>",
              [["<fast xmlns='", ?NS_FAST, "'>", [["<mechanism>", M, "</mechanism>"] || M <- Fast],
                "</fast>"] || Fast <- [throng_c2s_mechs:fast_mechanisms(Sock)], Fast =/= []],
@@ -63,12 +72,14 @@ request(El) ->
              U -> throng_xml:attr(<<"id">>, U, <<>>)
          end,
     Bind = throng_xml:subel(El, <<"bind">>, ?NS_BIND2),
+    Resume = throng_xml:subel(El, <<"resume">>, ?NS_SM),
     Token = throng_xml:subel(El, <<"request-token">>, ?NS_FAST),
     Fast = throng_xml:subel(El, <<"fast">>, ?NS_FAST),
     maps:from_list(
       [{mechanism, throng_xml:attr(<<"mechanism">>, El, <<>>)}] ++
       [{ua, binary:copy(UA)} || UA =/= <<>>, byte_size(UA) =< ?MAX_UA] ++
       [{bind, Bind} || Bind =/= undefined] ++
+      [{resume, Resume} || Resume =/= undefined] ++
       [{request_token, throng_xml:attr(<<"mechanism">>, Token, <<>>)} || Token =/= undefined] ++
       [{invalidate, lists:member(throng_xml:attr(<<"invalidate">>, Fast, <<>>), [<<"true">>, <<"1">>])}
        || Fast =/= undefined]).
@@ -98,22 +109,44 @@ challenge_el(Data) ->
 failure_el(Cond) ->
     ["<failure xmlns='", ?NS_SASL2, "'><", atom_to_binary(Cond), " xmlns='", ?NS_SASL, "'/></failure>"].
 
-%% @doc Authentication succeeded: FAST tokens, Bind2, then <success/> and
-%% the features of the authenticated stream (no restart).
+%% @doc Authentication succeeded: FAST tokens, an inline resumption, Bind2,
+%% then <success/> and the features of the authenticated stream (no
+%% restart; none after a resumption).
 -spec success(binary(), binary(), password | {fast, throng_fast:slot(), integer()}, request(),
               data()) -> throng_c2s:element_result().
 success(Extra, User, How, Req, D0) ->
     D = D0#d{user = User},
     Token = token(User, How, Req, D),
     Additional = [["<additional-data>", base64:encode(Extra), "</additional-data>"] || Extra =/= <<>>],
-    case maps:get(bind, Req, undefined) of
-        undefined ->
-            Bare = throng_jid:to_binary(#jid{user = User, server = D#d.server, resource = <<>>}),
-            D1 = throng_c2s_io:emit(success_el(Additional, Bare, [], Token), D),
-            {next, wait_bind, throng_c2s_io:emit(authenticated_features(D1), D1)};
-        Bind ->
-            bind(Bind, Additional, Token, D)
+    case resume(Req, D) of
+        {ok, Pid} ->
+            %% The old session sends the <success/> with its <resumed/>.
+            {handover, {Pid, {sasl2, Additional, Token}}, D};
+        {failed, Failed} ->
+            case maps:get(bind, Req, undefined) of
+                undefined ->
+                    Bare = throng_jid:to_binary(#jid{user = User, server = D#d.server, resource = <<>>}),
+                    D1 = throng_c2s_io:emit(throng_stream:sasl2_success(Additional, Bare, Failed, Token), D),
+                    {next, wait_bind, throng_c2s_io:emit(authenticated_features(D1), D1)};
+                Bind ->
+                    bind(Bind, Additional, Failed, Token, D)
+            end
     end.
+
+%% An inline <resume/>: the session that takes the connection over, or
+%% the <failed/> for the <success/> ([] when none was asked).
+resume(#{resume := El}, D) ->
+    case throng_config:get([stream_management, enabled]) of
+        false ->
+            {failed, throng_stream_mgmt:failed_el('feature-not-implemented')};
+        true ->
+            case throng_c2s_sm:take_over(El, D) of
+                {ok, Pid} -> {ok, Pid};
+                {error, Cond} -> {failed, throng_stream_mgmt:failed_el(Cond)}
+            end
+    end;
+resume(_Req, _D) ->
+    {failed, []}.
 
 %% The features of an authenticated stream before binding (as after a
 %% legacy SASL restart).
@@ -123,13 +156,9 @@ authenticated_features(#d{server = Server}) ->
                              sm => throng_config:get([stream_management, enabled]),
                              extra => throng_ext:stream_features(authenticated, Server)}).
 
-success_el(Additional, Identifier, Bound, Token) ->
-    ["<success xmlns='", ?NS_SASL2, "'>", Additional,
-     "<authorization-identifier>", throng_xml:escape_text(Identifier), "</authorization-identifier>",
-     Bound, Token, "</success>"].
-
 %% Bind2: the resource is the client's tag (if valid) and a random part.
-bind(Bind, Additional, Token, D) ->
+%% Failed: the <failed/> of an inline resumption that did not work, if any.
+bind(Bind, Additional, Failed, Token, D) ->
     Random = binary:encode_hex(crypto:strong_rand_bytes(6)),
     Resource = case throng_jid:resourceprep(throng_xml:subel_cdata(Bind, <<"tag">>)) of
                    Tag when is_binary(Tag), Tag =/= <<>>, byte_size(Tag) =< 64 ->
@@ -149,7 +178,8 @@ bind(Bind, Additional, Token, D) ->
                                  Enable -> throng_c2s_sm:enable(Enable, D1)
                              end,
             Bound = ["<bound xmlns='", ?NS_BIND2, "'>", SmAnswer, "</bound>"],
-            D3 = throng_c2s_io:emit(success_el(Additional, throng_jid:to_binary(JID), Bound, Token), D2),
+            D3 = throng_c2s_io:emit(throng_stream:sasl2_success(Additional, throng_jid:to_binary(JID),
+                                                                [Failed, Bound], Token), D2),
             Features = ["<stream:features>",
                         [["<sm xmlns='", ?NS_SM, "'/>"]
                          || D3#d.sm =:= undefined, throng_config:get([stream_management, enabled])],

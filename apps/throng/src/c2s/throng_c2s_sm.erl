@@ -7,7 +7,17 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([resume_elsewhere/5, element/3, enable/2, handled/1, maybe_request/1, resume/2, handover/3, resume_request/5, resumed/5]).
+-export([resume_elsewhere/5, element/3, enable/2, handled/1, maybe_request/1, resume/2, take_over/2,
+         handover/3, resume_request/5, resumed/6]).
+
+-export_type([target/0, answer/0]).
+
+%% Where a resumed connection goes, and how the old session answers it: a
+%% <resumed/> of its own (a <resume/> after authentication), or a SASL2
+%% <success/> that carries it (XEP-0198 inline resumption: the additional
+%% data and FAST token elements of that success).
+-type answer() :: resumed | {sasl2, Additional :: iodata(), Token :: iodata()}.
+-type target() :: pid() | {pid(), answer()}.
 
 %%% XEP-0198 stream management
 
@@ -67,20 +77,29 @@ maybe_request(#d{sm = SM} = D) ->
 %% A new connection asks to resume the session of previd.
 -spec resume(#xmlel{}, data()) -> throng_c2s:element_result().
 resume(El, D) ->
-    Fail = fun(Cond) -> {next, wait_bind, throng_c2s_io:emit(throng_stream_mgmt:failed_el(Cond), D)} end,
+    case take_over(El, D) of
+        {ok, Pid} -> {handover, Pid, D};
+        {error, Cond} -> {next, wait_bind, throng_c2s_io:emit(throng_stream_mgmt:failed_el(Cond), D)}
+    end.
+
+%% @doc Asks the session a <resume/> names (previd, h) to take this
+%% authenticated connection over: {ok, Pid} when it agreed (the caller
+%% hands the socket over), or the condition of the <failed/> to send.
+-spec take_over(#xmlel{}, data()) -> {ok, pid()} | {error, atom()}.
+take_over(El, D) ->
     case {throng_stream_mgmt:parse_id(throng_xml:attr(<<"previd">>, El, <<>>)),
           string:to_integer(throng_xml:attr(<<"h">>, El, <<>>))} of
         {{ok, Pid}, {H, <<>>}} when is_integer(H), H >= 0, node(Pid) =/= node() ->
-            resume_remote(Pid, H, Fail, D);
+            resume_remote(Pid, H, D);
         {{ok, Pid}, {H, <<>>}} when is_integer(H), H >= 0, Pid =/= self() ->
             Bare = #jid{user = D#d.user, server = D#d.server},
             try gen_statem:call(Pid, {resume, Bare, H}, 5000) of
-                ok -> {handover, Pid, D};
-                {error, Cond} -> Fail(Cond)
-            catch exit:_ -> Fail('item-not-found')
+                ok -> {ok, Pid};
+                {error, _} = Error -> Error
+            catch exit:_ -> {error, 'item-not-found'}
             end;
         _ ->
-            Fail('item-not-found')
+            {error, 'item-not-found'}
     end.
 
 %% The session is on another node of the cluster: a socket cannot move
@@ -89,7 +108,7 @@ resume(El, D) ->
 %% resource, or to offline storage); only when it is gone does the client
 %% hear <failed/>, so the new session it binds finds those messages at its
 %% initial presence: nothing is lost, nothing acknowledged comes twice.
-resume_remote(Pid, H, Fail, D) ->
+resume_remote(Pid, H, D) ->
     Bare = #jid{user = D#d.user, server = D#d.server},
     MRef = erlang:monitor(process, Pid),
     try gen_statem:call(Pid, {resume_elsewhere, Bare, H}, 5000) of
@@ -97,13 +116,13 @@ resume_remote(Pid, H, Fail, D) ->
             receive {'DOWN', MRef, process, Pid, _} -> ok
             after 10000 -> erlang:demonitor(MRef, [flush])
             end,
-            Fail('item-not-found');
-        {error, Cond} ->
+            {error, 'item-not-found'};
+        {error, _} = Error ->
             erlang:demonitor(MRef, [flush]),
-            Fail(Cond)
+            Error
     catch exit:_ ->
             erlang:demonitor(MRef, [flush]),
-            Fail('item-not-found')
+            {error, 'item-not-found'}
     end.
 
 %% In the old session, asked by a connection on another node: take the
@@ -122,10 +141,14 @@ resume_elsewhere(From, Bare, H, State, D) ->
 %% The old session agrees: give it the socket and the stream, and go.
 %% The socket stops reading first; what the driver had already delivered to
 %% this process goes along, in order.
--spec handover(pid(), list(), data()) -> {stop, term(), data()}.
-handover(Pid, RestEvents, D0) ->
+-spec handover(target(), list(), data()) -> {stop, term(), data()}.
+handover(Target, RestEvents, D0) ->
+    {Pid, Answer} = case Target of
+                        {P, A} -> {P, A};
+                        P -> {P, resumed}
+                    end,
     case throng_c2s_io:flush(D0) of
-        {ok, D} -> give_socket(Pid, RestEvents, D);
+        {ok, D} -> give_socket(Pid, Answer, RestEvents, D);
         {error, _} ->
             %% The new connection died before it could hand itself over: the
             %% old session stays resumable until its timeout, as if this
@@ -133,13 +156,13 @@ handover(Pid, RestEvents, D0) ->
             {stop, normal, D0#d{out = []}}
     end.
 
-give_socket(Pid, RestEvents, D1) ->
+give_socket(Pid, Answer, RestEvents, D1) ->
     Sock = D1#d.sock,
     _ = throng_transport:pause(Sock),
     Pending = socket_messages(throng_transport:tcp_socket(Sock), throng_transport:messages(Sock)),
     case throng_transport:controlling_process(Sock, Pid) of
         ok ->
-            Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents, Pending},
+            Pid ! {resume_socket, D1#d.sock, D1#d.parser, RestEvents, Pending, Answer},
             {stop, {shutdown, resumed_elsewhere}, D1#d{sock = undefined}};
         {error, _} ->
             {stop, normal, D1}
@@ -173,9 +196,13 @@ socket_messages(TCP, {DataTag, Closed, Error, Passive} = Tags) ->
     after 0 -> []
     end.
 
--spec resumed(throng_transport:socket(), throng_xml_stream:state(), list(), list(), data()) ->
-    {resumed, list(), data()}.
-resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
+%% @doc In the old session: the socket of the connection that resumed it
+%% has come. Answer (<resumed/>, or inside a SASL2 <success/> with this
+%% session's full JID, after which no stream features are sent: XEP-0198
+%% "Inline Stream Resumption"), re-send what was not acknowledged, read.
+-spec resumed(throng_transport:socket(), throng_xml_stream:state(), list(), list(), answer(),
+              data()) -> {resumed, list(), data()}.
+resumed(Sock, Parser, Rest, Pending, Answer, #d{sm = SM} = D0) ->
     throng_metrics:incr(sm_resumed),
     Unacked = throng_stream_mgmt:unacked(SM),
     throng_metrics:add(sm_redelivered, length(Unacked)),
@@ -185,8 +212,14 @@ resumed(Sock, Parser, Rest, Pending, #d{sm = SM} = D0) ->
     throng_sm:set_detached(self(), false),
     D1 = D0#d{sock = Sock, parser = Parser, paused = false},
     _ = throng_c2s_io:activate(D1),
-    D2 = throng_c2s_io:emit(throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM),
-                                            throng_stream_mgmt:in_count(SM)), D1),
+    Resumed = throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM), throng_stream_mgmt:in_count(SM)),
+    D2 = throng_c2s_io:emit(case Answer of
+                                resumed ->
+                                    Resumed;
+                                {sasl2, Additional, Token} ->
+                                    throng_stream:sasl2_success(
+                                      Additional, throng_jid:to_binary(D0#d.jid), Resumed, Token)
+                            end, D1),
     %% Re-send what was not acknowledged, in order (they stay queued until acked).
     D3 = lists:foldl(fun(Item, Acc) ->
                              throng_c2s_io:emit(element(2, throng_c2s_items:bytes(Item, Acc#d.server)), Acc)

@@ -5,7 +5,7 @@
 
 -include("throng.hrl").
 
--export([check_header/3, header/2, close/0, error/2, features/1, new_id/0]).
+-export([check_header/3, header/2, close/0, error/2, features/1, new_id/0, sasl2_success/4]).
 
 -type features_opts() :: #{stage := pre_auth | authenticated,
                            tls := boolean(),
@@ -134,3 +134,12 @@ features(#{stage := authenticated, sm := SM, extra := Extra}) ->
 -spec new_id() -> binary().
 new_id() ->
     base64:encode(crypto:strong_rand_bytes(12)).
+
+%% @doc A SASL2 <success/> (XEP-0388): the additional data, the
+%% authorization identifier, what inline features answered (XEP-0198
+%% <resumed/> or <failed/>, XEP-0386 <bound/>), the XEP-0484 token.
+-spec sasl2_success(iodata(), binary(), iodata(), iodata()) -> iodata().
+sasl2_success(Additional, Identifier, Inline, Token) ->
+    ["<success xmlns='", ?NS_SASL2, "'>", Additional,
+     "<authorization-identifier>", throng_xml:escape_text(Identifier), "</authorization-identifier>",
+     Inline, Token, "</success>"].
