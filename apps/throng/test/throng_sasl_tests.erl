@@ -291,6 +291,7 @@ scram_authzid_test_() ->
 
 -define(EXPORTER, <<"exporter value of this connection, 32 B">>).
 -define(END_POINT, <<"hash of the server's certificate">>).
+-define(UNIQUE, <<"the first Finished of this connection">>).
 
 plus_ctx() ->
     (ctx())#{channel_bindings => #{<<"tls-exporter">> => ?EXPORTER,
@@ -370,9 +371,11 @@ plus_not_offered_test_() ->
 -define(TOKEN, <<"a-fast-token">>).
 
 ht_ctx(Answer) ->
-    (plus_ctx())#{fast_tokens => fun(<<"user">>, _Mech) -> Answer;
-                                    (_, _) -> none
-                                 end}.
+    Ctx = plus_ctx(),
+    Ctx#{fast_tokens => fun(<<"user">>, _Mech) -> Answer;
+                           (_, _) -> none
+                        end,
+         channel_bindings => (maps:get(channel_bindings, Ctx))#{<<"tls-unique">> => ?UNIQUE}}.
 
 ht_msg(Token, Cb) ->
     <<"user", 0, (crypto:mac(hmac, sha256, Token, <<"Initiator", Cb/binary>>))/binary>>.
@@ -389,6 +392,16 @@ ht_test_() ->
                      throng_sasl:start(<<"HT-SHA-256-EXPR">>, ht_msg(?TOKEN, ?EXPORTER), ht_ctx(Tokens))),
        ?_assertMatch({success, _, <<"user">>, {fast, current, 2}},
                      throng_sasl:start(<<"HT-SHA-256-ENDP">>, ht_msg(?TOKEN, ?END_POINT), ht_ctx(Tokens))),
+       %% -UNIQ binds tls-unique, and nothing else.
+       ?_assertEqual({success, crypto:mac(hmac, sha256, ?TOKEN, <<"Responder", ?UNIQUE/binary>>),
+                      <<"user">>, {fast, current, 2}},
+                     throng_sasl:start(<<"HT-SHA-256-UNIQ">>, ht_msg(?TOKEN, ?UNIQUE), ht_ctx(Tokens))),
+       ?_assertEqual({error, 'not-authorized', <<"user">>},
+                     throng_sasl:start(<<"HT-SHA-256-UNIQ">>, ht_msg(?TOKEN, ?EXPORTER), ht_ctx(Tokens))),
+       ?_assertEqual({error, 'invalid-mechanism', undefined},
+                     throng_sasl:start(<<"HT-SHA-256-UNIQ">>, ht_msg(?TOKEN, ?UNIQUE),
+                                       (ht_ctx(Tokens))#{channel_bindings =>
+                                                             #{<<"tls-exporter">> => ?EXPORTER}})),
        ?_assertEqual({error, 'not-authorized', <<"user">>},
                      throng_sasl:start(<<"HT-SHA-256-EXPR">>, ht_msg(?TOKEN, <<>>), ht_ctx(Tokens))),
        ?_assertEqual({error, 'not-authorized', <<"user">>},

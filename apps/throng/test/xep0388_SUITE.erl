@@ -91,7 +91,8 @@ offered_over_tls_only(_) ->
     ?assertNotEqual(undefined, throng_xml:subel(Inline, <<"sm">>, ?NS_SM)),
     Fast = throng_xml:subel(Inline, <<"fast">>, ?NS_FAST),
     FastMechs = [throng_xml:cdata(M) || M <- Fast#xmlel.children],
-    ?assertEqual([<<"HT-SHA-256-EXPR">>, <<"HT-SHA-256-ENDP">>, <<"HT-SHA-256-NONE">>], FastMechs),
+    ?assertEqual([<<"HT-SHA-256-EXPR">>, <<"HT-SHA-256-UNIQ">>, <<"HT-SHA-256-ENDP">>,
+                  <<"HT-SHA-256-NONE">>], FastMechs),
     ?C:close(C).
 
 %% No restart: the features of the authenticated stream follow <success/>

@@ -154,6 +154,7 @@ mech(<<"SCRAM-SHA-256">>) -> sha256;
 mech(<<"SCRAM-SHA-1-PLUS">>) -> {plus, sha};
 mech(<<"SCRAM-SHA-256-PLUS">>) -> {plus, sha256};
 mech(<<"HT-SHA-256-NONE">> = M) -> {ht, M, none};
+mech(<<"HT-SHA-256-UNIQ">> = M) -> {ht, M, <<"tls-unique">>};
 mech(<<"HT-SHA-256-ENDP">> = M) -> {ht, M, <<"tls-server-end-point">>};
 mech(<<"HT-SHA-256-EXPR">> = M) -> {ht, M, <<"tls-exporter">>};
 mech(_) -> error.

@@ -28,7 +28,8 @@ channel_bindings(Sock) ->
     end.
 
 %% @doc The HT mechanisms of FAST on a connection, strongest binding
-%% first: tls-exporter, the certificate, none.
+%% first: tls-exporter, tls-unique (both this connection's), the
+%% certificate, none.
 -spec fast_mechanisms(throng_transport:socket()) -> [binary()].
 fast_mechanisms(Sock) ->
     case throng_config:get([auth, fast]) of
@@ -36,6 +37,7 @@ fast_mechanisms(Sock) ->
         true ->
             CB = throng_transport:channel_bindings(Sock),
             [<<"HT-SHA-256-EXPR">> || is_map_key(<<"tls-exporter">>, CB)] ++
+                [<<"HT-SHA-256-UNIQ">> || is_map_key(<<"tls-unique">>, CB)] ++
                 [<<"HT-SHA-256-ENDP">> || is_map_key(<<"tls-server-end-point">>, CB)] ++
                 [<<"HT-SHA-256-NONE">>]
     end.

@@ -321,7 +321,7 @@ auth_spec() ->
       fast => #{type => boolean, default => true,
                 doc => "FAST (XEP-0484): a client that logs in with SASL2 (XEP-0388) and a "
                        "user-agent id may ask for a token, and log in with it next time in "
-                       "one round trip without PBKDF2 (HT-SHA-256-EXPR, -ENDP, -NONE). "
+                       "one round trip without PBKDF2 (HT-SHA-256-EXPR, -UNIQ, -ENDP, -NONE). "
                        "Tokens are kept in the storage, per account and client."},
       fast_token_lifetime => #{type => {int, 60, 31536000}, default => 2592000,
                                doc => "Seconds a FAST token stays valid (30 days). A password "
