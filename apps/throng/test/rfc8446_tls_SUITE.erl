@@ -15,7 +15,8 @@ all() ->
      byte_by_byte, key_update_write, key_update_read_write, close_notify_both_ways,
      tampered_record_is_fatal, old_versions_refused, cbc_suites_refused,
      renegotiation_refused, alpn_and_exporter, resumption_with_ticket, one_ticket_per_handshake,
-     slow_key_handshake, no_openssl_state_after_handshake,
+     slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
+     tls12_write_key_limit_ends_writing,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -124,6 +125,39 @@ key_updates(Config, Type) ->
          echo(C, S, <<"after update ", (integer_to_binary(I))/binary>>)
      end || I <- [1, 2]],
     stop(C, S).
+
+%% RFC 8446 §5.5, §4.6.3 with the limit lowered to 3 records per write
+%% key: the server sends a KeyUpdate of its own at the first read after its
+%% key sealed 3, and OTP's ssl client reads on under each next key (12
+%% echoes: 4 renewals; without them the key would have sealed 13 records).
+server_renews_its_key(Config) ->
+    throng_tls_record:set_limits(3, 1000),
+    try
+        {C, S} = connect(Config, rsa, [{versions, ['tlsv1.3']}, {ciphers, aes_gcm('tlsv1.3')}]),
+        [echo(C, S, <<"echo ", (integer_to_binary(I))/binary>>) || I <- lists:seq(1, 12)],
+        {_, _, {established, Rec, _}} = server_sock(S),
+        ?assert(throng_tls_record:written(Rec) < 3),
+        stop(C, S)
+    after
+        throng_tls_record:reset_limits()
+    end.
+
+%% TLS 1.2 has no KeyUpdate (and renegotiation is refused): when its write
+%% key has sealed its limit (lowered here to 5 records) the transport
+%% refuses to send, so the connection ends instead of reusing the key.
+tls12_write_key_limit_ends_writing(Config) ->
+    throng_tls_record:set_limits(2, 5),
+    try
+        {C, S} = connect(Config, rsa, [{versions, ['tlsv1.2']}, {ciphers, aes_gcm('tlsv1.2')}]),
+        [echo(C, S, <<"echo ", (integer_to_binary(I))/binary>>) || I <- lists:seq(1, 3)],
+        Sock = server_sock(S),
+        ?assertEqual(ok, throng_transport:send(Sock, <<"the last one">>)),
+        ?assertEqual(<<"the last one">>, recv_n(C, 12, <<>>)),
+        ?assertEqual({error, key_limit}, throng_transport:send(Sock, <<"one too many">>)),
+        stop(C, S)
+    after
+        throng_tls_record:reset_limits()
+    end.
 
 %% The client's close_notify ends the server's reading, and is answered.
 close_notify_both_ways(Config) ->
@@ -257,6 +291,10 @@ no_openssl_state_after_handshake(Config) ->
 
 %%% The server side: Throng's transport on an accepted TCP socket, echoing
 %%% the application data it decodes.
+
+%% The AES-GCM suites of a version: those RFC 8446 §5.5 limits.
+aes_gcm(V) ->
+    [S || #{cipher := Ci} = S <- suites(V), Ci =/= chacha20_poly1305].
 
 suites('tlsv1.3') ->
     [S || #{key_exchange := any, cipher := Ci} = S <- ssl:cipher_suites(default, 'tlsv1.3'),

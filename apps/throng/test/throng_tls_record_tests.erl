@@ -118,3 +118,60 @@ stale_copy_test() ->
     R1 = iolist_to_binary(throng_tls_record:seal(<<"one">>, Server)),
     R2 = iolist_to_binary(throng_tls_record:seal(<<"two">>, Server)),
     {ok, <<"onetwo">>, [], _} = throng_tls_record:open(<<R1/binary, R2/binary>>, Mirror).
+
+%% RFC 8446 §5.5, with the limits lowered to renew a write key after 3
+%% records and refuse a 7th: the first read after the server's third
+%% record answers with a KeyUpdate under the old key and moves to the next
+%% key; the mirror follows it and reads what comes after. Without reads,
+%% the sixth record is the last one the key seals.
+key_limits_test_() ->
+    {setup, fun() -> throng_tls_record:set_limits(3, 6) end,
+     fun(_) -> throng_tls_record:reset_limits() end,
+     [fun key_update_after_soft_limit/0, fun tls12_refuses_at_hard_limit/0,
+      fun chacha_has_no_limit/0]}.
+
+key_update_after_soft_limit() ->
+    {Server, Mirror} = pair(tls13, 'TLS_AES_128_GCM_SHA256'),
+    ?assertEqual(2, throng_tls_record:written(Server)),       % the tickets
+    W1 = iolist_to_binary(throng_tls_record:seal(<<"a">>, Server)),
+    Ping = iolist_to_binary(throng_tls_record:seal(<<"ping">>, Mirror)),
+    {ok, <<"ping">>, Out, Server1} = throng_tls_record:open(Ping, Server),
+    Update = iolist_to_binary(Out),
+    ?assertNotEqual(<<>>, Update),
+    ?assertEqual(0, throng_tls_record:written(Server1)),
+    %% The mirror reads the record, then the KeyUpdate (nothing to answer:
+    %% update_not_requested), then the next key's records.
+    {ok, <<"a">>, Answer, Mirror1} = throng_tls_record:open(<<W1/binary, Update/binary>>, Mirror),
+    ?assertEqual(0, iolist_size(Answer)),
+    W2 = iolist_to_binary(throng_tls_record:seal(<<"b">>, Server1)),
+    ?assertMatch({ok, <<"b">>, _, _}, throng_tls_record:open(W2, Mirror1)),
+    %% The old key no longer opens for the mirror: the records really
+    %% changed keys.
+    ?assertMatch({error, {alert, bad_record_mac}, _}, throng_tls_record:open(W2, Mirror)),
+    %% Five more records under the new key fit (6 in all); then it refuses,
+    %% also a write that would need three records at once.
+    [_ = iolist_to_binary(throng_tls_record:seal(<<"c">>, Server1)) || _ <- lists:seq(1, 4)],
+    ?assertEqual({error, key_limit},
+                 throng_tls_record:seal(crypto:strong_rand_bytes(3 * 16384), Server1)),
+    _ = iolist_to_binary(throng_tls_record:seal(<<"d">>, Server1)),
+    ?assertEqual(6, throng_tls_record:written(Server1)),
+    ?assertEqual({error, key_limit}, throng_tls_record:seal(<<"e">>, Server1)).
+
+%% TLS 1.2 cannot change its keys: no KeyUpdate, and the key's limit ends
+%% the writing.
+tls12_refuses_at_hard_limit() ->
+    {Server, Mirror} = pair(tls12, 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256'),
+    [_ = iolist_to_binary(throng_tls_record:seal(<<"x">>, Server)) || _ <- lists:seq(1, 4)],
+    Ping = iolist_to_binary(throng_tls_record:seal(<<"ping">>, Mirror)),
+    {ok, <<"ping">>, NoUpdate, _} = throng_tls_record:open(Ping, Server),
+    ?assertEqual(0, iolist_size(NoUpdate)),
+    _ = iolist_to_binary(throng_tls_record:seal(<<"x">>, Server)),
+    ?assertEqual({error, key_limit}, throng_tls_record:seal(<<"y">>, Server)).
+
+%% ChaCha20-Poly1305's limit is beyond the sequence numbers (RFC 8446 §5.5).
+chacha_has_no_limit() ->
+    {Server, Mirror} = pair(tls13, 'TLS_CHACHA20_POLY1305_SHA256'),
+    [_ = iolist_to_binary(throng_tls_record:seal(<<"x">>, Server)) || _ <- lists:seq(1, 10)],
+    Ping = iolist_to_binary(throng_tls_record:seal(<<"ping">>, Mirror)),
+    {ok, <<"ping">>, NoUpdate, _} = throng_tls_record:open(Ping, Server),
+    ?assertEqual(0, iolist_size(NoUpdate)).

@@ -13,12 +13,21 @@
 %% a stale copy of the state can never seal two records with one nonce.
 %% The read side (sequence, partial record, key) is threaded through
 %% {@link open/2}.
+%%
+%% Key usage limits (RFC 8446 §5.5: an AES-GCM key protects at most
+%% 2^24.5 full-size records): after 2^23 records under one write key, the
+%% next bytes read from the peer also send a KeyUpdate (TLS 1.3, with
+%% update_not_requested) and the records after it use the next key. No
+%% write key seals more than 2^24 records: beyond, {@link seal/2} refuses
+%% and the connection ends (a TLS 1.2 connection cannot change its keys:
+%% renegotiation is refused). ChaCha20-Poly1305 has no such limit.
 -module(throng_tls_record).
 
 -export([new/1, seal/2, open/2, close_notify/1]).
-%% The peer's view of a connection: for tests (a client without sockets).
--export([mirror/1]).
--ignore_xref([{mirror, 1}]).
+%% The peer's view of a connection (a client without sockets) and lowered
+%% limits: for tests. What a state has sealed under its write key.
+-export([mirror/1, set_limits/2, reset_limits/0, written/1]).
+-ignore_xref([{mirror, 1}, {set_limits, 2}, {reset_limits, 0}]).
 
 -define(MAX_PLAIN, 16384).
 -define(CT_CCS, 20).
@@ -28,6 +37,11 @@
 -define(HS_KEY_UPDATE, 24).
 -define(HS_CLIENT_HELLO, 1).
 -define(TAG, 16).
+%% Records under one write key: renewed after SOFT (at the next read),
+%% never more than HARD.
+-define(SOFT, (1 bsl 23)).
+-define(HARD, (1 bsl 24)).
+-define(LIMITS, {?MODULE, limits}).
 
 -record(dir, {aead :: throng_tls_kdf:aead(),
               key :: binary(),
@@ -80,10 +94,43 @@ mirror(#tls{read = R, rseq = RSeq, write = W, wseq = Ref, wbase = Base} = S) ->
     S#tls{read = W, rseq = atomics:get(Ref, 1) - Base, write = R, wseq = counter(RSeq),
           wbase = 0, buf = <<>>, hs = <<>>}.
 
-%% @doc Application data as records, ready for the socket.
--spec seal(iodata(), state()) -> iodata().
+%% @doc Application data as records, ready for the socket; `{error,
+%% key_limit}' (nothing sealed) when they would take the write key past
+%% its limit.
+-spec seal(iodata(), state()) -> iodata() | {error, key_limit}.
 seal(Data, S) ->
-    seal_fragments(iolist_to_binary(Data), S).
+    Bin = iolist_to_binary(Data),
+    Records = max(1, (byte_size(Bin) + ?MAX_PLAIN - 1) div ?MAX_PLAIN),
+    case limits(S) of
+        {_Soft, Hard} ->
+            case written(S) + Records > Hard of
+                true -> {error, key_limit};
+                false -> seal_fragments(Bin, S)
+            end;
+        none ->
+            seal_fragments(Bin, S)
+    end.
+
+%% @doc The records sealed under the current write key.
+-spec written(state()) -> non_neg_integer().
+written(#tls{wseq = Ref, wbase = Base}) ->
+    atomics:get(Ref, 1) - Base.
+
+%% The write key's limits: none for ChaCha20-Poly1305.
+limits(#tls{write = #dir{aead = chacha20_poly1305}}) -> none;
+limits(_S) -> persistent_term:get(?LIMITS, {?SOFT, ?HARD}).
+
+%% @doc Lowers the limits for a test: renew after Soft records, refuse
+%% after Hard.
+-spec set_limits(pos_integer(), pos_integer()) -> ok.
+set_limits(Soft, Hard) when Soft < Hard ->
+    persistent_term:put(?LIMITS, {Soft, Hard}).
+
+%% @doc Back to RFC 8446's limits.
+-spec reset_limits() -> ok.
+reset_limits() ->
+    _ = persistent_term:erase(?LIMITS),
+    ok.
 
 seal_fragments(<<Chunk:?MAX_PLAIN/binary, Rest/binary>>, S) when Rest =/= <<>> ->
     [record(?CT_APP, Chunk, S) | seal_fragments(Rest, S)];
@@ -191,7 +238,26 @@ records(_Bin, S, _Plain, Out) ->
 done(#tls{closed = true}, Plain, Out) ->
     {closed, iolist_to_binary(Plain), Out};
 done(S, Plain, Out) ->
-    {ok, iolist_to_binary(Plain), Out, S}.
+    {Out1, S1} = renew(Out, S),
+    {ok, iolist_to_binary(Plain), Out1, S1}.
+
+%% A TLS 1.3 write key that has sealed SOFT records is renewed: a KeyUpdate
+%% under it, the next key for what follows (RFC 8446 §4.6.3).
+renew(Out, #tls{version = tls13, write = W, wseq = Ref} = S) ->
+    case limits(S) of
+        {Soft, _Hard} ->
+            case written(S) >= Soft of
+                true ->
+                    Update = record(?CT_HANDSHAKE, <<?HS_KEY_UPDATE, 1:24, 0>>, S),
+                    {[Out, Update], S#tls{write = next_key(W, S), wbase = atomics:get(Ref, 1)}};
+                false ->
+                    {Out, S}
+            end;
+        none ->
+            {Out, S}
+    end;
+renew(Out, S) ->
+    {Out, S}.
 
 fatal(Alert, S, Out) ->
     {error, {alert, Alert}, [Out, alert(Alert, S)]}.

@@ -81,7 +81,15 @@ messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
 
 -spec send(throng_transport:socket(), iodata()) -> ok | {error, term()}.
 send({_, TCP, {established, Rec, _}}, Data) ->
-    gen_tcp:send(TCP, throng_tls_record:seal(Data, Rec));
+    case throng_tls_record:seal(Data, Rec) of
+        {error, key_limit} = E ->
+            %% The write key has sealed all it may (TLS 1.2, or a TLS 1.3
+            %% peer that sent nothing while 2^23 records went out).
+            logger:notice(#{what => tls_key_limit, records => throng_tls_record:written(Rec)}),
+            E;
+        Records ->
+            gen_tcp:send(TCP, Records)
+    end;
 send({_, _, {handshake, _}}, _Data) ->
     {error, handshake_not_finished}.
 
