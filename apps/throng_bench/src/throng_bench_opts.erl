@@ -42,8 +42,9 @@ commands() ->
          {"domain", domain, string, undefined, "XMPP domain of the users (server.domain)"},
          {"tls", tls, {enum, [none, starttls, direct]}, undefined,
           "none, starttls or direct (XEP-0368: TLS from the first byte; server.tls)"},
-         {"auth", auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, undefined,
-          "SASL mechanism (server.auth)"},
+         {"auth", auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256', 'scram-sha-1-plus', 'scram-sha-256-plus', fast]}, undefined,
+          "SASL mechanism (server.auth); -plus: channel binding (tls-server-end-point); "
+          "fast: SASL2 with Bind2 and XEP-0484 tokens; both over TLS"},
          {"users", users, pos_int, undefined,
           "users to launch, and the population size (arrival max_users, users.count)"},
          {"rate", rate, pos_number, undefined, "arrivals per second (the arrival phase's rate)"},

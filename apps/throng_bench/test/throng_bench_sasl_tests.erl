@@ -38,3 +38,24 @@ scram_rejects_foreign_nonce_test() ->
 scram_escapes_user_name_test() ->
     {First, _} = throng_bench_sasl:scram_first('scram-sha-1', <<"a=b,c">>, <<"n">>),
     ?assertEqual(<<"n,,n=a=3Db=2Cc,r=n">>, First).
+
+%% -PLUS (RFC 5802 §6): the gs2 header names tls-server-end-point, and the
+%% client-final message's c= carries it with the binding data.
+scram_plus_binds_test() ->
+    {First, S0} = throng_bench_sasl:scram_first('scram-sha-256-plus', <<"user">>, <<"nonce">>,
+                                                <<"certificate hash">>),
+    ?assertEqual(<<"p=tls-server-end-point,,n=user,r=nonce">>, First),
+    {ok, Final, _} = throng_bench_sasl:scram_final(S0, <<"r=nonceSERVER,s=c2FsdA==,i=1">>,
+                                                   <<"pencil">>),
+    [C | _] = binary:split(Final, <<",">>),
+    ?assertEqual(<<"c=", (base64:encode(<<"p=tls-server-end-point,,certificate hash">>))/binary>>, C).
+
+%% RFC 5929 §4.1: the certificate's own signature hash, SHA-256 for SHA-1.
+end_point_hash_test() ->
+    [begin
+         #{cert := Der} = public_key:pkix_test_root_cert("throng bench", [{digest, Digest}]),
+         ?assertEqual(crypto:hash(Expected, Der), throng_bench_sasl:end_point_hash(Der)),
+         ?assertEqual(crypto:hash(Expected, Der),
+                      throng_bench_sasl:end_point_hash(public_key:pkix_decode_cert(Der, plain)))
+     end || {Digest, Expected} <- [{sha256, sha256}, {sha384, sha384}, {sha512, sha512},
+                                   {sha, sha256}]].

@@ -82,7 +82,16 @@ bad_distribution_test() ->
 bad_enum_test() ->
     Msg = error_of(<<?MIN/binary, "server:\n  auth: digest-md5\n">>),
     ?assert(contains(Msg, <<"key server.auth: expected one of plain, scram-sha-1, scram-sha-256, "
-                            "got \"digest-md5\"">>)).
+                            "scram-sha-1-plus, scram-sha-256-plus, fast, got \"digest-md5\"">>)).
+
+%% auth fast is SASL2, which servers offer over TLS only; -plus binds TLS.
+fast_needs_tls_test() ->
+    Msg = error_of(<<?MIN/binary, "server:\n  auth: fast\n">>),
+    ?assert(contains(Msg, <<"key server.auth: fast (SASL2, XEP-0388) is offered over TLS only">>)),
+    Msg2 = error_of(<<?MIN/binary, "server:\n  auth: scram-sha-256-plus\n">>),
+    ?assert(contains(Msg2, <<"scram-sha-256-plus binds the TLS connection">>)),
+    ?assertMatch({ok, #{server := #{auth := fast, tls := direct}}},
+                 parse(<<?MIN/binary, "server:\n  auth: fast\n  tls: direct\n">>)).
 
 missing_required_key_test() ->
     Msg = error_of(<<"arrival:\n  - rate: 10\n    max_users: 5\n">>),

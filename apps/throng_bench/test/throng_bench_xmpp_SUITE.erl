@@ -23,7 +23,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
--export([consistency/1, starttls_scram/1, direct_tls_scram/1, wrong_password/1, two_worker_vms/1,
+-export([consistency/1, starttls_scram/1, direct_tls_scram/1, direct_tls_fast/1, starttls_scram_plus/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
          malformed_scenario/1, group_chat/1, quiet_end/1, redirected_users/1,
@@ -39,7 +39,7 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario, redirect_loop]},
-     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, group_chat,
+     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, direct_tls_fast, starttls_scram_plus, group_chat,
                                                         quiet_end, redirected_users]},
      {other_server, [], Real}].
 
@@ -184,11 +184,17 @@ quiet_end(Config) ->
 %% Runs the scenario Name: this server and ?USERS users with 18 contacts,
 %% then Rest; its summary.
 run_yaml(Config, Name, Rest) ->
+    run_yaml(Config, Name, Rest, #{}).
+
+%% The same with server settings (tls, auth, port) and users_count.
+run_yaml(Config, Name, Rest, Opts) ->
     Yaml = io_lib:format(
              "name: ~s~n"
-             "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\", tls: ~s, auth: ~s}~n"
              "users: {count: ~b, contact_count: 18}~n" ++ Rest,
-             [Name, ?config(host, Config), ?config(port, Config), ?config(domain, Config), ?USERS]),
+             [Name, ?config(host, Config), maps:get(port, Opts, ?config(port, Config)),
+              ?config(domain, Config), maps:get(tls, Opts, none), maps:get(auth, Opts, plain),
+              maps:get(users_count, Opts, ?USERS)]),
     File = filename:join(?config(priv_dir, Config), Name ++ ".yml"),
     ok = file:write_file(File, Yaml),
     Dir = filename:join(?config(priv_dir, Config), Name),
@@ -275,6 +281,35 @@ direct_tls_scram(Config) ->
     ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0},
                    latency_ms := #{tls := #{count := 10}, auth := #{count := 10}}}, S),
     server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], []).
+
+%% @doc SCRAM-SHA-256-PLUS over STARTTLS with tls-server-end-point: the
+%% server checks the binding (the hash of the certificate it served) and
+%% the client the server's signature; every login succeeds.
+starttls_scram_plus(Config) ->
+    Before = server_counters(Config),
+    {complete, S} = run(Config, "plus", #{tls => starttls, auth => 'scram-sha-256-plus',
+                                          users => 10}),
+    ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0}}, S),
+    server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], []).
+
+%% @doc auth fast over direct TLS: SASL2 with Bind2; 20 users arrive 60
+%% times, so each logs in three times: first with its password (asking for
+%% a XEP-0484 token), then twice with the token (the server's proof
+%% checked). Nothing fails; the server counts 60 logins and 60 TLS
+%% handshakes.
+direct_tls_fast(Config) ->
+    Before = server_counters(Config),
+    S = run_yaml(Config, "fast",
+                 io_lib:format("arrival: [{rate: 40, max_users: 60}]~n"
+                               "length: 1s~ntimeouts: {connect: 3s, step: 3s}~n"
+                               "grace: 3s~ndrain: 1s~n"
+                               "sessions: [{name: idle, probability: 1.0, presence: true}]~n",
+                               []),
+                 #{tls => direct, auth => fast, port => ?config(direct_port, Config),
+                   users_count => 20}),
+    ?assertMatch(#{users := #{logged_in := 60, logged_in_with_token := 40},
+                   errors := #{total := 0}, latency_ms := #{auth := #{count := 60}}}, S),
+    server_agrees(Config, Before, [{tls_established, [], 60}, {logins, [], 60}], []).
 
 %% @doc A wrong password: every user fails with auth_failure; exit status 1.
 wrong_password(Config) ->

@@ -24,7 +24,7 @@
          {targets, targets, none},
          {domain, string, <<"localhost">>},
          {tls, {enum, [none, starttls, direct]}, none},
-         {auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256']}, plain},
+         {auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256', 'scram-sha-1-plus', 'scram-sha-256-plus', fast]}, plain},
          {resource, string, <<"bench">>}]).
 
 -define(USER_FIELDS,
@@ -208,6 +208,18 @@ validate(S0 = #{arrival := Phases, sessions := Sessions0, users := U0, length :=
                 auto -> Total;
                 C -> C
             end,
+    case maps:get(server, S0, #{}) of
+        #{auth := fast, tls := none} ->
+            throw({scenario_error, [<<"server">>, <<"auth">>],
+                   <<"fast (SASL2, XEP-0388) is offered over TLS only: set server.tls to "
+                     "starttls or direct">>});
+        #{auth := Plus, tls := none} when Plus =:= 'scram-sha-1-plus';
+                                          Plus =:= 'scram-sha-256-plus' ->
+            throw({scenario_error, [<<"server">>, <<"auth">>],
+                   [atom_to_binary(Plus), <<" binds the TLS connection: set server.tls to "
+                                             "starttls or direct">>]});
+        _ -> ok
+    end,
     #{contact_count := CC} = U0,
     CC rem 2 =:= 0 orelse
         throw({scenario_error, [<<"users">>, <<"contact_count">>],

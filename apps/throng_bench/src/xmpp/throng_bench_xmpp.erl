@@ -347,6 +347,8 @@ summary(Snap = #{counters := C}, Rows, H) ->
                  %% logins sent to another server first (see-other-host)
                  redirected => Get(redirects),
                  logged_in => Get(users_logged_in),
+                 %% auth fast: logins with a XEP-0484 token (no password)
+                 logged_in_with_token => Get(logins_fast),
                  finished => Get(users_finished),
                  failed => Get(users_failed),
                  running_at_end => Get(users_launched) - Get(users_finished) - Get(users_failed)},

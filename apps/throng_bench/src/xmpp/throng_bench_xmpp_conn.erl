@@ -4,7 +4,7 @@
 %% connect/send/decode/activate/close and never the difference.
 -module(throng_bench_xmpp_conn).
 
--export([connect/4, send/2, activate/1, decode/2, starttls/1, close/1]).
+-export([connect/4, send/2, activate/1, decode/2, starttls/1, close/1, server_certificate/1]).
 
 -export_type([conn/0]).
 
@@ -73,6 +73,17 @@ starttls({tcp, S}) ->
             end;
         {error, R} -> {error, {tls, R}}
     end.
+
+%% @doc The server's certificate on a TLS connection, as public_key decodes
+%% it (`plain'), for tls-server-end-point channel binding.
+-spec server_certificate(conn()) -> {ok, tuple()} | {error, term()}.
+server_certificate({tls, _S, T}) ->
+    case fast_tls:get_peer_certificate(T, plain) of
+        {ok, Cert} -> {ok, Cert};
+        error -> {error, no_certificate}
+    end;
+server_certificate({tcp, _}) ->
+    {error, not_tls}.
 
 -spec close(conn() | undefined) -> ok.
 close(undefined) -> ok;

@@ -39,6 +39,10 @@ start(Scenario, {K, W}) ->
     Pid = spawn(fun() ->
                         register(?JOB, self()),
                         Job = self(),
+                        %% auth fast: each user's XEP-0484 token, for its next login.
+                        _ = ets:new(throng_bench_fast_tokens,
+                                    [named_table, public, {read_concurrency, true},
+                                     {write_concurrency, true}]),
                         _ = throng_bench_wheel:start_link(),
                         erlang:garbage_collect(),
                         put(memory0, throng_bench_metrics:vm_memory()),

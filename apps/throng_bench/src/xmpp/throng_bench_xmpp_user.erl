@@ -44,6 +44,8 @@
 -define(MUC_RETRY_MS, 300).
 %% see-other-host followed at most this many times in one login.
 -define(MAX_REDIRECTS, 3).
+%% auth fast: the XEP-0484 token of each user, per load VM (the job's table).
+-define(FAST, throng_bench_fast_tokens).
 
 -record(u, {conn :: throng_bench_xmpp_conn:conn() | undefined,
             xs :: throng_xml_stream:state() | undefined,
@@ -348,6 +350,34 @@ stanza(<<"iq">>, El, U = #u{step = register}) ->
     end,
     throng_bench_metrics:observe(register, now_us() - U#u.t_step),
     auth(U#u.sasl, U);
+%% SASL2 (XEP-0388): a token login's success proves the server knew the
+%% token; a new token (the first, or a successor) is kept for next time.
+%% No stream restart: the authenticated stream's features follow, the
+%% resource is already bound (Bind2).
+stanza(<<"success">>, El, U = #u{step = auth_fast, sasl = {fast, Used}, n = N}) ->
+    case Used of
+        undefined -> ok;
+        _ ->
+            Proof = try base64:decode(throng_xml:subel_cdata(El, <<"additional-data">>))
+                    catch error:_ -> <<>>
+                    end,
+            case throng_bench_sasl:ht_verify(Used, Proof) of
+                ok -> throng_bench_metrics:inc(logins_fast);
+                {error, Why} -> throw({fail, {auth_failure, Why}})
+            end
+    end,
+    case throng_xml:subel(El, <<"token">>, ?NS_FAST) of
+        undefined -> ok;
+        T -> ets:insert(?FAST, {N, throng_xml:attr(<<"token">>, T)})
+    end,
+    throng_bench_metrics:observe(auth, now_us() - U#u.t_step),
+    enter(features_sasl2, U#u{sasl = undefined});
+stanza(<<"features">>, _El, U = #u{step = features_sasl2}) ->
+    logged_in(U);
+stanza(<<"failure">>, El, U = #u{step = auth_fast, n = N}) ->
+    %% A refused token is not tried again: the next login asks for a new one.
+    ets:delete(?FAST, N),
+    stanza(<<"failure">>, El, U#u{step = auth});
 stanza(<<"success">>, El, U = #u{step = Step}) when Step =:= auth; Step =:= auth_scram ->
     case Step of
         auth_scram ->
@@ -470,6 +500,8 @@ after_tls(El, U) ->
                                    Ms =/= undefined, M <- throng_xml:subels(Ms)],
     Mech = throng_bench_sasl:mechanism(Method),
     lists:member(Mech, Mechs) orelse throw({fail, {auth_failure, {mechanism_not_offered, Mech}}}),
+    Method =/= fast orelse fast_offered(El)
+        orelse throw({fail, {auth_failure, {mechanism_not_offered, <<"HT-SHA-256-NONE">>}}}),
     case maps:get(register, Cfg) of
         true ->
             N = U#u.n,
@@ -484,19 +516,63 @@ after_tls(El, U) ->
     end.
 
 auth(Mech, U = #u{n = N}) ->
-    #{users := Users, auth := Method} = cfg(),
+    #{users := Users, auth := Method} = Cfg = cfg(),
     Name = throng_bench_xmpp_users:name(Users, N),
     case Method of
+        fast ->
+            %% SASL2 with Bind2: with this user's token when it has one
+            %% (HT-SHA-256-NONE, one message each way, no PBKDF2), else with
+            %% its password, asking for a token.
+            {MechName, Initial, Token, Ask} =
+                case ets:lookup(?FAST, N) of
+                    [{_, T}] ->
+                        {<<"HT-SHA-256-NONE">>, throng_bench_sasl:ht(Name, T), T, []};
+                    [] ->
+                        {Mech, throng_bench_sasl:plain(Name, throng_bench_xmpp_users:password(Users, N)),
+                         undefined,
+                         <<"<request-token xmlns='urn:xmpp:fast:0' mechanism='HT-SHA-256-NONE'/>">>}
+                end,
+            U1 = (enter(auth_fast, U))#u{sasl = {fast, Token}},
+            ok_send(U1, [<<"<authenticate xmlns='urn:xmpp:sasl:2' mechanism='">>, MechName,
+                         <<"'><initial-response>">>, base64:encode(Initial),
+                         <<"</initial-response><user-agent id='throng-bench-">>,
+                         throng_xml:escape_text(Name), <<"'/>">>, Ask,
+                         <<"<bind xmlns='urn:xmpp:bind:0'><tag>">>,
+                         throng_xml:escape_text(maps:get(resource, Cfg)),
+                         <<"</tag></bind></authenticate>">>]),
+            U1;
         plain ->
             Initial = throng_bench_sasl:plain(Name, throng_bench_xmpp_users:password(Users, N)),
             U1 = enter(auth, U),
             ok_send(U1, auth_el(Mech, Initial)),
             U1;
         _ ->
-            {First, S} = throng_bench_sasl:scram_first(Method, Name),
+            CbData = case Method of
+                         Plus when Plus =:= 'scram-sha-1-plus'; Plus =:= 'scram-sha-256-plus' ->
+                             case throng_bench_xmpp_conn:server_certificate(U#u.conn) of
+                                 {ok, Cert} -> throng_bench_sasl:end_point_hash(Cert);
+                                 {error, Why} -> throw({fail, {auth_failure, {channel_binding, Why}}})
+                             end;
+                         _ -> none
+                     end,
+            {First, S} = throng_bench_sasl:scram_first(
+                           Method, Name, base64:encode(crypto:strong_rand_bytes(18)), CbData),
             U1 = (enter(auth_scram, U))#u{sasl = {first, S}},
             ok_send(U1, auth_el(Mech, First)),
             U1
+    end.
+
+%% SASL2 (XEP-0388) offers FAST's HT-SHA-256-NONE inline.
+fast_offered(El) ->
+    case throng_xml:subel(El, <<"authentication">>, ?NS_SASL2) of
+        undefined -> false;
+        A ->
+            Fast = case throng_xml:subel(A, <<"inline">>) of
+                       undefined -> undefined;
+                       Inline -> throng_xml:subel(Inline, <<"fast">>, ?NS_FAST)
+                   end,
+            Fast =/= undefined andalso
+                lists:member(<<"HT-SHA-256-NONE">>, [throng_xml:cdata(M) || M <- throng_xml:subels(Fast)])
     end.
 
 auth_el(Mech, Data) ->
