@@ -8,7 +8,7 @@
 %% password itself; benchmark passwords are ASCII).
 -module(throng_bench_sasl).
 
--export([mechanism/1, plain/2, scram_first/2, scram_first/3, scram_first/4, scram_final/3,
+-export([mechanism/1, plain/2, scram_first/3, scram_first/4, scram_final/3,
          scram_verify/2, ht/2, ht_verify/2, end_point_hash/1]).
 %% API used by tests: SCRAM with a given client nonce (RFC test vectors).
 -ignore_xref([{scram_first, 3}]).
@@ -41,18 +41,15 @@ mechanism('scram-sha-256-plus') -> <<"SCRAM-SHA-256-PLUS">>.
 -spec plain(binary(), binary()) -> binary().
 plain(User, Pass) -> <<0, User/binary, 0, Pass/binary>>.
 
-%% @doc The client-first message (not base64-encoded) and the state to keep.
--spec scram_first(method(), binary()) -> {binary(), scram()}.
-scram_first(Method, User) ->
-    scram_first(Method, User, base64:encode(crypto:strong_rand_bytes(18))).
-
-%% @doc As scram_first/2 with a given client nonce (for test vectors).
+%% @doc As scram_first/4 without channel binding (for test vectors).
 -spec scram_first(method(), binary(), binary()) -> {binary(), scram()}.
 scram_first(Method, User, Nonce) ->
     scram_first(Method, User, Nonce, none).
 
-%% @doc A -PLUS method binds the TLS connection: the tls-server-end-point
-%% data (the hash of the server's certificate, {@link end_point_hash/1}).
+%% @doc The client-first message (not base64-encoded) and the state to
+%% keep, with the client nonce (random in a real exchange). A -PLUS method
+%% binds the TLS connection: CbData is its tls-server-end-point data (the
+%% hash of the server's certificate, {@link end_point_hash/1}).
 -spec scram_first(method(), binary(), binary(), binary() | none) -> {binary(), scram()}.
 scram_first(Method, User, Nonce, CbData) ->
     Bare = <<"n=", (escape_name(User))/binary, ",r=", Nonce/binary>>,
