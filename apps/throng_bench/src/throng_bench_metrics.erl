@@ -25,6 +25,7 @@
 
 -type counter() :: users_launched | users_connected | users_logged_in | users_finished
                  | users_failed | conns_open | sessions | connects | redirects | logins | logins_fast
+                 | tls_resumed
                  | stanzas_in | stanzas_out | bytes_in | bytes_out | reads_in
                  | msgs_sent | msgs_received | msgs_bounced | msgs_unsent | msgs_sent_cross
                  | msgs_stale | muc_joined | muc_join_errors | muc_sent | muc_received
@@ -52,7 +53,7 @@
 -spec counter_names() -> [counter()].
 counter_names() ->
     [users_launched, users_connected, users_logged_in, users_finished, users_failed,
-     conns_open, sessions, connects, redirects, logins, logins_fast,
+     conns_open, sessions, connects, redirects, logins, logins_fast, tls_resumed,
      stanzas_in, stanzas_out, bytes_in, bytes_out, reads_in,
      msgs_sent, msgs_received, msgs_bounced, msgs_unsent, msgs_sent_cross, msgs_stale,
      muc_joined, muc_join_errors, muc_sent, muc_received,

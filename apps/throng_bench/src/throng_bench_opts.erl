@@ -42,6 +42,9 @@ commands() ->
          {"domain", domain, string, undefined, "XMPP domain of the users (server.domain)"},
          {"tls", tls, {enum, [none, starttls, direct]}, undefined,
           "none, starttls or direct (XEP-0368: TLS from the first byte; server.tls)"},
+         {"tls-resume", tls_resume, flag, false,
+          "resume TLS with each user's session ticket at its next login (OTP ssl as the "
+          "TLS client; server.tls_resume)"},
          {"auth", auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256', 'scram-sha-1-plus', 'scram-sha-256-plus', fast]}, undefined,
           "SASL mechanism (server.auth); -plus: channel binding (tls-server-end-point); "
           "fast: SASL2 with Bind2 and XEP-0484 tokens; both over TLS"},

@@ -90,6 +90,8 @@ fast_needs_tls_test() ->
     ?assert(contains(Msg, <<"key server.auth: fast (SASL2, XEP-0388) is offered over TLS only">>)),
     Msg2 = error_of(<<?MIN/binary, "server:\n  auth: scram-sha-256-plus\n">>),
     ?assert(contains(Msg2, <<"scram-sha-256-plus binds the TLS connection">>)),
+    Msg3 = error_of(<<?MIN/binary, "server:\n  tls_resume: true\n">>),
+    ?assert(contains(Msg3, <<"key server.tls_resume: resumes TLS sessions: set server.tls">>)),
     ?assertMatch({ok, #{server := #{auth := fast, tls := direct}}},
                  parse(<<?MIN/binary, "server:\n  auth: fast\n  tls: direct\n">>)).
 

@@ -23,7 +23,8 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
--export([consistency/1, starttls_scram/1, direct_tls_scram/1, direct_tls_fast/1, starttls_scram_plus/1, wrong_password/1, two_worker_vms/1,
+-export([consistency/1, starttls_scram/1, direct_tls_scram/1, direct_tls_fast/1, starttls_scram_plus/1,
+         tls_resumption/1, wrong_password/1, two_worker_vms/1,
          inband_registration/1, two_targets/1, earlier_runs_not_counted/1,
          unreachable_server/1, stalled_server/1, resetting_server/1, stream_error_server/1,
          malformed_scenario/1, group_chat/1, quiet_end/1, redirected_users/1,
@@ -39,7 +40,7 @@ groups() ->
     Real = [consistency, starttls_scram, wrong_password, two_worker_vms, inband_registration],
     [{no_server, [], [unreachable_server, stalled_server, resetting_server, stream_error_server,
                       malformed_scenario, redirect_loop]},
-     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, direct_tls_fast, starttls_scram_plus, group_chat,
+     {throng, [], [earlier_runs_not_counted | Real] ++ [two_targets, direct_tls_scram, direct_tls_fast, starttls_scram_plus, tls_resumption, group_chat,
                                                         quiet_end, redirected_users]},
      {other_server, [], Real}].
 
@@ -190,10 +191,12 @@ run_yaml(Config, Name, Rest) ->
 run_yaml(Config, Name, Rest, Opts) ->
     Yaml = io_lib:format(
              "name: ~s~n"
-             "server: {host: \"~s\", port: ~b, domain: \"~s\", tls: ~s, auth: ~s}~n"
+             "server: {host: \"~s\", port: ~b, domain: \"~s\", tls: ~s, auth: ~s, "
+             "tls_resume: ~s}~n"
              "users: {count: ~b, contact_count: 18}~n" ++ Rest,
              [Name, ?config(host, Config), maps:get(port, Opts, ?config(port, Config)),
               ?config(domain, Config), maps:get(tls, Opts, none), maps:get(auth, Opts, plain),
+              maps:get(tls_resume, Opts, false),
               maps:get(users_count, Opts, ?USERS)]),
     File = filename:join(?config(priv_dir, Config), Name ++ ".yml"),
     ok = file:write_file(File, Yaml),
@@ -291,6 +294,30 @@ starttls_scram_plus(Config) ->
                                           users => 10}),
     ?assertMatch(#{users := #{logged_in := 10}, errors := #{total := 0}}, S),
     server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], []).
+
+%% @doc tls_resume: OTP ssl as the TLS client, keeping each user's session
+%% ticket; 20 users arrive 60 times over direct TLS and over STARTTLS, so
+%% 40 logins of each resume TLS with the ticket of the user's previous one
+%% (the FAST run too: the returning client of XEP-0484). Nothing fails;
+%% the server counts 60 handshakes and 60 logins each time.
+tls_resumption(Config) ->
+    %% Evenly spaced: a user comes back 4 s after it came, its 1 s session
+    %% and 1 s linger over (two sessions with one resource would end the
+    %% older: conflict).
+    Rest = io_lib:format("arrival: [{rate: 5, max_users: 60, distribution: constant}]~n"
+                         "length: 1s~ntimeouts: {connect: 3s, step: 3s}~n"
+                         "grace: 3s~ndrain: 1s~n"
+                         "sessions: [{name: idle, probability: 1.0, presence: true}]~n", []),
+    [begin
+         Before = server_counters(Config),
+         S = run_yaml(Config, Name, Rest, Opts#{tls_resume => true, users_count => 20}),
+         ?assertMatch(#{users := #{logged_in := 60, tls_resumed := 40}, errors := #{total := 0}},
+                      S),
+         server_agrees(Config, Before, [{tls_established, [], 60}, {logins, [], 60}], [])
+     end || {Name, Opts} <- [{"resume_direct", #{tls => direct, port => ?config(direct_port, Config)}},
+                             {"resume_starttls", #{tls => starttls}},
+                             {"resume_fast", #{tls => direct, auth => fast,
+                                               port => ?config(direct_port, Config)}}]].
 
 %% @doc auth fast over direct TLS: SASL2 with Bind2; 20 users arrive 60
 %% times, so each logs in three times: first with its password (asking for

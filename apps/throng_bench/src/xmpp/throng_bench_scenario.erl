@@ -24,6 +24,7 @@
          {targets, targets, none},
          {domain, string, <<"localhost">>},
          {tls, {enum, [none, starttls, direct]}, none},
+         {tls_resume, bool, false},
          {auth, {enum, [plain, 'scram-sha-1', 'scram-sha-256', 'scram-sha-1-plus', 'scram-sha-256-plus', fast]}, plain},
          {resource, string, <<"bench">>}]).
 
@@ -166,7 +167,7 @@ override(K, V, S = #{server := Srv}) when K =:= host; K =:= port ->
     S#{server => Srv#{K => V, targets => none}};
 override(targets, V, S = #{server := Srv}) ->
     S#{server => Srv#{targets => V}};
-override(K, V, S = #{server := Srv}) when K =:= domain; K =:= tls; K =:= auth ->
+override(K, V, S = #{server := Srv}) when K =:= domain; K =:= tls; K =:= auth; K =:= tls_resume ->
     S#{server => Srv#{K => V}};
 override(K, V, S = #{users := U}) when K =:= password; K =:= register; K =:= first; K =:= csv;
                                        K =:= contact_count ->
@@ -213,6 +214,9 @@ validate(S0 = #{arrival := Phases, sessions := Sessions0, users := U0, length :=
             throw({scenario_error, [<<"server">>, <<"auth">>],
                    <<"fast (SASL2, XEP-0388) is offered over TLS only: set server.tls to "
                      "starttls or direct">>});
+        #{tls_resume := true, tls := none} ->
+            throw({scenario_error, [<<"server">>, <<"tls_resume">>],
+                   <<"resumes TLS sessions: set server.tls to starttls or direct">>});
         #{auth := Plus, tls := none} when Plus =:= 'scram-sha-1-plus';
                                           Plus =:= 'scram-sha-256-plus' ->
             throw({scenario_error, [<<"server">>, <<"auth">>],

@@ -19,7 +19,7 @@
 %% Descriptors a VM keeps for itself besides its users' sockets.
 -define(FD_MARGIN, 1000).
 
--define(OVERRIDES, [host, port, domain, tls, auth, users, rate, length, keepalive, duration,
+-define(OVERRIDES, [host, port, domain, tls, tls_resume, auth, users, rate, length, keepalive, duration,
                     grace, password, csv, first, contact_count, register, socket_buffer]).
 
 %% @doc Run the load test described by the options (see throng_bench_opts).
@@ -63,10 +63,9 @@ prepare1(Opts) ->
                              (register, V) -> V;
                              (_, V) -> V
                           end, maps:with(?OVERRIDES, Opts)),
-            Ov1 = case maps:get(register, Ov, false) of
-                      false -> maps:remove(register, Ov);
-                      true -> Ov
-                  end,
+            %% flags: only when given
+            Ov1 = maps:filter(fun(K, V) -> not (lists:member(K, [register, tls_resume])
+                                                andalso V =:= false) end, Ov),
             Ov2 = case lists:append(maps:get(targets, Opts, [])) of
                       [] -> Ov1;
                       Ts -> Ov1#{targets => Ts}
@@ -349,6 +348,8 @@ summary(Snap = #{counters := C}, Rows, H) ->
                  logged_in => Get(users_logged_in),
                  %% auth fast: logins with a XEP-0484 token (no password)
                  logged_in_with_token => Get(logins_fast),
+                 %% tls_resume: logins whose TLS handshake resumed a session
+                 tls_resumed => Get(tls_resumed),
                  finished => Get(users_finished),
                  failed => Get(users_failed),
                  running_at_end => Get(users_launched) - Get(users_finished) - Get(users_failed)},

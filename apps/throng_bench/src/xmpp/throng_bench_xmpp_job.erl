@@ -20,13 +20,16 @@ start(Scenario, {K, W}) ->
     Cfg = compile(Scenario),
     persistent_term:put(throng_bench_xmpp_user:config_key(), Cfg),
     ok = throng_bench_metrics:init_targets(tuple_size(maps:get(targets, Cfg))),
-    case maps:get(tls, Cfg) of
-        none -> ok;
-        _StartTLSOrDirect ->
+    case {maps:get(tls, Cfg), maps:get(tls_resume, Cfg)} of
+        {none, _} -> ok;
+        {_StartTLSOrDirect, false} ->
             case application:ensure_all_started(fast_tls) of
                 {ok, _} -> ok;
                 {error, R} -> error({fast_tls_not_available, R})
-            end
+            end;
+        {_StartTLSOrDirect, true} ->
+            {ok, _} = application:ensure_all_started(ssl),
+            ok
     end,
     %% The VM's memory once everything but the users is in place (code
     %% loaded, metrics created): what users add is measured from here.
@@ -41,6 +44,10 @@ start(Scenario, {K, W}) ->
                         Job = self(),
                         %% auth fast: each user's XEP-0484 token, for its next login.
                         _ = ets:new(throng_bench_fast_tokens,
+                                    [named_table, public, {read_concurrency, true},
+                                     {write_concurrency, true}]),
+                        %% tls_resume: each user's TLS session ticket.
+                        _ = ets:new(throng_bench_tls_tickets,
                                     [named_table, public, {read_concurrency, true},
                                      {write_concurrency, true}]),
                         _ = throng_bench_wheel:start_link(),
@@ -67,6 +74,7 @@ compile(S = #{server := Srv, users := Users, sessions := Sessions, timeouts := T
     #{domain := Domain, tls := Tls, auth := Auth, resource := Resource} = Srv,
     Targets = [{resolve(Host), Port} || {Host, Port} <- throng_bench_scenario:targets(S)],
     #{targets => list_to_tuple(Targets), domain => Domain, tls => Tls, auth => Auth,
+      tls_resume => maps:get(tls_resume, Srv, false),
       resource => Resource, register => maps:get(register, Users),
       users => case Users of
                    #{compiled := C} -> C;

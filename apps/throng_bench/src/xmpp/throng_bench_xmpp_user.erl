@@ -46,6 +46,8 @@
 -define(MAX_REDIRECTS, 3).
 %% auth fast: the XEP-0484 token of each user, per load VM (the job's table).
 -define(FAST, throng_bench_fast_tokens).
+%% tls_resume: the TLS session ticket of each user, per load VM (the job's table).
+-define(TICKETS, throng_bench_tls_tickets).
 
 -record(u, {conn :: throng_bench_xmpp_conn:conn() | undefined,
             xs :: throng_xml_stream:state() | undefined,
@@ -116,7 +118,7 @@ open(Ip, Port, Cfg, U0) ->
                 {ok, U} ->
                     case send(U, header(Cfg)) of
                         ok ->
-                            ok = throng_bench_xmpp_conn:activate(Conn),
+                            ok = throng_bench_xmpp_conn:activate(U#u.conn),
                             U;
                         {error, R} -> fail(U, R)
                     end;
@@ -167,13 +169,34 @@ new_parser() -> throng_xml_stream:new(#{max_stanza_size => 4194304}).
 %% goes out behind it), and the `tls' histogram runs from the connect to
 %% the stream features; otherwise the stream starts in the clear.
 connected(direct, Conn, U0) ->
-    case throng_bench_xmpp_conn:starttls(Conn) of
+    case tls(Conn, U0) of
         {ok, Tls} ->
             {ok, (enter(features_tls, U0#u{conn = Tls, xs = new_parser()}))#u{t_step = U0#u.t_step}};
         {error, _} = E -> E
     end;
 connected(_, Conn, U0) ->
     {ok, enter(features, U0#u{conn = Conn, xs = new_parser()})}.
+
+%% TLS as the client: fast_tls (its handshake runs as data arrives), or
+%% with tls_resume OTP ssl, resuming with this user's ticket when it has
+%% one (the handshake runs here).
+tls(Conn, #u{n = N}) ->
+    Cfg = cfg(),
+    case maps:get(tls_resume, Cfg) of
+        false -> throng_bench_xmpp_conn:starttls(Conn);
+        true ->
+            Ticket = case ets:lookup(?TICKETS, N) of
+                         [{_, T}] -> T;
+                         [] -> undefined
+                     end,
+            Timeout = maps:get(step, maps:get(timeouts, Cfg)),
+            case throng_bench_xmpp_conn:starttls(Conn, Ticket, Timeout) of
+                {ok, Tls, Resumed} ->
+                    _ = Resumed andalso throng_bench_metrics:inc(tls_resumed),
+                    {ok, Tls};
+                {error, _} = E -> E
+            end
+    end.
 
 %% @doc Where a hibernated user resumes.
 -spec wake(#u{}) -> ok.
@@ -225,7 +248,7 @@ continue(U = #u{step = online}) ->
 continue(U) -> loop(U).
 
 safe_handle(Msg, U) ->
-    try handle(Msg, U)
+    try handle(throng_bench_xmpp_conn:tcp_message(Msg), U)
     catch
         throw:{fail, Reason} -> fail(U, Reason);
         C:R:St -> fail(U, {crash, C, R, hd(St ++ [none])})
@@ -239,6 +262,10 @@ handle(Msg, U = #u{conn = Conn})
   when (element(1, Msg) =:= tcp orelse element(1, Msg) =:= tcp_passive
         orelse element(1, Msg) =:= tcp_closed orelse element(1, Msg) =:= tcp_error),
        Conn =/= undefined, element(2, Msg) =/= element(2, Conn) ->
+    U;
+handle({ssl, session_ticket, Ticket}, U = #u{n = N}) ->
+    %% tls_resume: the ticket this user's next login resumes with
+    ets:insert(?TICKETS, {N, Ticket}),
     U;
 handle({tcp, _S, Data}, U = #u{conn = Conn}) ->
     case throng_bench_xmpp_conn:decode(Conn, Data) of
@@ -327,8 +354,9 @@ stanza(<<"features">>, El, U = #u{step = features}) ->
         none -> after_tls(El, U)
     end;
 stanza(<<"proceed">>, _El, U = #u{step = proceed, conn = Conn, t_step = T0}) ->
-    case throng_bench_xmpp_conn:starttls(Conn) of
+    case tls(Conn, U) of
         {ok, Tls} ->
+            _ = [ok = throng_bench_xmpp_conn:activate(Tls) || element(1, Tls) =:= ssl],
             U1 = (enter(features_tls, U#u{conn = Tls, xs = throng_xml_stream:reset(U#u.xs)}))#u{t_step = T0},
             ok_send(U1, header(cfg())),
             U1;
