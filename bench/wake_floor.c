@@ -147,7 +147,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "connection %d: %s\n", i, strerror(errno));
             return 1;
         }
-        heap_push((struct due){ 0, fd });
+        heap[heap_n++] = (struct due){ 0, fd };     /* its time is set below */
     }
     printf("connected %d\n", n);
     fflush(stdout);
