@@ -20,7 +20,8 @@ all() ->
 
 groups() ->
     Cases = [reuse_port_listeners_share_a_port, full_listener_stops_listening_and_resumes,
-             listener_ignores_the_nodes_default_backend, kernel_buffers_are_set_per_connection],
+             listener_ignores_the_nodes_default_backend, kernel_buffers_are_set_per_connection,
+             accepted_socket_is_the_one_gen_tcp_gives],
     [{inet_driver, [], Cases},
      throng_ct:socket_backend_group(Cases ++ [idle_socket_process_hibernates])].
 
@@ -136,6 +137,49 @@ kernel_buffers_are_set_per_connection(Config) ->
     %% and the connection works with them
     R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
+
+%% throng_transport_tcp:accept_tcp/1 skips gen_tcp:accept/1's copying of
+%% the listen socket's options on the inet driver (40 system calls): the
+%% socket it gives must be the one gen_tcp gives. A listen socket with every
+%% option the copy covers set away from its default, one connection
+%% accepted each way, every option compared, and both carry data.
+accepted_socket_is_the_one_gen_tcp_gives(Config) ->
+    Backend = proplists:get_value(inet_backend, Config, inet),
+    {ok, L} = gen_tcp:listen(0, [{inet_backend, Backend}, binary, {packet, raw}, {active, false},
+                                 {ip, {127, 0, 0, 1}}, {nodelay, true}, {keepalive, true},
+                                 {delay_send, true}, {priority, 3}, {linger, {true, 7}},
+                                 {tos, 16}, {ttl, 33}, {recvtos, true}, {recvttl, true},
+                                 {buffer, 3000}, {sndbuf, 6000}, {recbuf, 5000},
+                                 {send_timeout, 4000}, {send_timeout_close, true},
+                                 {high_watermark, 20000}, {low_watermark, 10000},
+                                 {exit_on_close, true}]),
+    {ok, Port} = inet:port(L),
+    Asked = [active, mode, packet, header, nodelay, keepalive, delay_send, priority, linger,
+             tos, ttl, recvtos, recvttl, buffer, sndbuf, recbuf, send_timeout,
+             send_timeout_close, high_watermark, low_watermark, exit_on_close],
+    %% (the socket backend has no header option)
+    {ok, LOpts} = inet:getopts(L, Asked),
+    Names = [N || {N, _} <- LOpts],
+    Accept = fun(AcceptFun) ->
+                     {ok, C} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                     {ok, S} = AcceptFun(L),
+                     {ok, Opts} = inet:getopts(S, Names),
+                     ok = gen_tcp:send(C, <<"ping">>),
+                     {ok, <<"ping">>} = gen_tcp:recv(S, 4, 5000),
+                     ok = gen_tcp:send(S, <<"pong">>),
+                     {ok, <<"pong">>} = gen_tcp:recv(C, 4, 5000),
+                     {C, S, lists:sort(Opts)}
+             end,
+    {C1, S1, Ours} = Accept(fun throng_transport_tcp:accept_tcp/1),
+    {C2, S2, Theirs} = Accept(fun gen_tcp:accept/1),
+    ?assert(length(Names) >= 20),
+    ?assertEqual(length(Names), length(Ours)),
+    ?assertEqual(Theirs, Ours),
+    %% and it is a registered inet socket: gen_tcp and inet know its module
+    ?assertMatch({ok, {{127, 0, 0, 1}, _}}, inet:peername(S1)),
+    ?assertEqual(Backend, backend(S1)),
+    [gen_tcp:close(S) || S <- [C1, S1, C2, S2, L]],
+    ok.
 
 backend(Sock) when is_port(Sock) -> inet;
 backend({'$inet', gen_tcp_socket, _}) -> socket.
