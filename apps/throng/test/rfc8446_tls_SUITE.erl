@@ -15,6 +15,8 @@ all() ->
      byte_by_byte, key_update_write, key_update_read_write, close_notify_both_ways,
      tampered_record_is_fatal, old_versions_refused, cbc_suites_refused,
      renegotiation_refused, alpn_and_exporter, resumption_with_ticket, one_ticket_per_handshake,
+     ticket_goes_out_with_the_first_record, ticket_before_close_notify,
+     ticket_before_key_update,
      slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
      tls12_write_key_limit_ends_writing,
      {group, socket_backend}].
@@ -254,6 +256,65 @@ one_ticket_per_handshake(Config) ->
     ?assertMatch([_], tickets(C2)),
     stop(C2, S2).
 
+%% TLS 1.3's session ticket waits for the first record the server seals
+%% and goes out in the same write: a handshake costs the server one write
+%% (its flight) until it has something to say. The client reads the ticket
+%% first (it comes first in the sequence of the server's write key), then
+%% the data; the next read drops the held ticket. Full and resumed.
+ticket_goes_out_with_the_first_record(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
+    {C1, S1} = connect(Config, rsa, Opts),
+    Ticket = held_then_sent(C1, S1),
+    {C2, S2} = connect(Config, rsa, [{use_ticket, [Ticket]} | Opts]),
+    ?assertEqual({ok, [{session_resumption, true}]},
+                 ssl:connection_information(C2, [session_resumption])),
+    _ = held_then_sent(C2, S2),
+    ok.
+
+held_then_sent(C, S) ->
+    timer:sleep(200),
+    Sock = server_sock(S),
+    ?assertMatch({_, _, {established, _, _, {<<_, _/binary>>, 1}}}, Sock),
+    ?assertEqual([], tickets(C)),
+    ?assertEqual({ok, [{send_cnt, 1}]}, writes(Sock)),
+    echo(C, S, <<"first">>),
+    ?assertEqual({ok, [{send_cnt, 2}]}, writes(Sock)),
+    [T] = tickets(C),
+    echo(C, S, <<"second">>),
+    ?assertMatch({_, _, {established, _, _}}, server_sock(S)),
+    stop(C, S),
+    T.
+
+writes(Sock) ->
+    inet:getstat(throng_transport:tcp_socket(Sock), [send_cnt]).
+
+%% A connection closed before the server sealed anything: its close_notify
+%% follows the held ticket, and the client sees a clean close.
+ticket_before_close_notify(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
+    {C, S} = connect(Config, rsa, Opts),
+    timer:sleep(200),
+    ?assertMatch({_, _, {established, _, _, _}}, server_sock(S)),
+    S ! stop,
+    ?assertEqual({error, closed}, ssl:recv(C, 0, 10000)),
+    ?assertMatch([_], tickets(C)),
+    _ = ssl:close(C),
+    ok.
+
+%% The client asks for a KeyUpdate before the server sealed anything: the
+%% server's KeyUpdate follows the held ticket, and the records after it
+%% open under the new keys.
+ticket_before_key_update(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
+    {C, S} = connect(Config, rsa, Opts),
+    timer:sleep(200),
+    ok = ssl:update_keys(C, read_write),
+    timer:sleep(200),
+    ?assertMatch({_, _, {established, _, _}}, server_sock(S)),
+    echo(C, S, <<"after the update">>),
+    ?assertMatch([_], tickets(C)),
+    stop(C, S).
+
 %% The tickets the client got (manual tickets come as messages), once the
 %% records after the handshake have been read.
 tickets(_C) ->
@@ -282,6 +343,7 @@ slow_key_handshake(Config) ->
 no_openssl_state_after_handshake(Config) ->
     {C, S} = connect(Config, rsa, [{versions, ['tlsv1.3']}]),
     echo(C, S, <<"x">>),
+    echo(C, S, <<"y">>),   % (the read after the ticket went out drops it)
     {_, _, {established, Rec, _Info}} = Sock = server_sock(S),
     ?assert(erts_debug:flat_size(Rec) < 100),
     {handshake, Conn} = {handshake, server_conn(S)},
@@ -380,6 +442,8 @@ feed(Sock, Bytes, N, Acc) ->
         {error, _} = E -> E
     end.
 
+report_exporter(Parent, {_, _, {established, _, {Exporter, _, _}, _}}) ->
+    report_exporter(Parent, {x, x, {established, x, {Exporter, x, x}}});
 report_exporter(Parent, {_, _, {established, _, {Exporter, _, _}}}) ->
     case put(reported, true) of
         undefined -> Parent ! {exporter, self(), Exporter};

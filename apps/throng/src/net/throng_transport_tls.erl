@@ -16,10 +16,16 @@
 %% extended master secret; RFC 5929 tls-server-end-point and tls-unique).
 %% Nothing else of
 %% the handshake is kept: every word here is a word of every idle session.
+%% Right after a TLS 1.3 handshake the state also holds the session ticket
+%% OpenSSL wrote (held()): it goes out in front of the first record the
+%% connection seals, usually the stream features, so a login makes one
+%% write and wakes its client once less. The next read drops it.
 -type cb() :: binary() | undefined.
+-type cbs() :: {Exporter :: cb(), EndPoint :: cb(), Unique :: cb()}.
+-type held() :: {Ticket :: binary(), Written :: non_neg_integer()}.
 -type state() :: {handshake, throng_tls_nif:conn()} |
-                 {established, throng_tls_record:state(),
-                  {Exporter :: cb(), EndPoint :: cb(), Unique :: cb()}}.
+                 {established, throng_tls_record:state(), cbs()} |
+                 {established, throng_tls_record:state(), cbs(), held()}.
 -export_type([state/0]).
 
 %% @doc Server-side TLS on an accepted TCP socket, with the server's
@@ -81,6 +87,13 @@ messages() -> {tcp, tcp_closed, tcp_error, tcp_passive}.
 
 -spec send(throng_transport:socket(), iodata()) -> ok | {error, term()}.
 send({_, TCP, {established, Rec, _}}, Data) ->
+    seal_send(TCP, Rec, [], Data);
+send({_, TCP, {established, Rec, _, Held}}, Data) ->
+    seal_send(TCP, Rec, unsent(Rec, Held), Data);
+send({_, _, {handshake, _}}, _Data) ->
+    {error, handshake_not_finished}.
+
+seal_send(TCP, Rec, Before, Data) ->
     case throng_tls_record:seal(Data, Rec) of
         {error, key_limit} = E ->
             %% The write key has sealed all it may (TLS 1.2, or a TLS 1.3
@@ -88,10 +101,18 @@ send({_, TCP, {established, Rec, _}}, Data) ->
             logger:notice(#{what => tls_key_limit, records => throng_tls_record:written(Rec)}),
             E;
         Records ->
-            gen_tcp:send(TCP, Records)
-    end;
-send({_, _, {handshake, _}}, _Data) ->
-    {error, handshake_not_finished}.
+            gen_tcp:send(TCP, [Before | Records])
+    end.
+
+%% The held ticket, while no record has been sealed after it (the write
+%% sequence is still where the handshake left it): the peer expects the
+%% ticket's record first. Once one has, nothing: it went out in front of
+%% that one (this term may be an older copy of the socket).
+unsent(Rec, {Ticket, Written}) ->
+    case throng_tls_record:written(Rec) of
+        Written -> Ticket;
+        _ -> []
+    end.
 
 %% Socket options, ownership and the peer are the TCP socket's.
 -spec setopts(throng_transport:socket(), [gen_tcp:option()]) -> ok | {error, term()}.
@@ -108,6 +129,9 @@ peername(Sock) -> throng_transport_tcp:peername(Sock).
 -spec close(throng_transport:socket()) -> ok.
 close({_, TCP, {established, Rec, _}}) ->
     _ = gen_tcp:send(TCP, throng_tls_record:close_notify(Rec)),
+    gen_tcp:close(TCP);
+close({_, TCP, {established, Rec, _, Held}}) ->
+    _ = gen_tcp:send(TCP, [unsent(Rec, Held) | throng_tls_record:close_notify(Rec)]),
     gen_tcp:close(TCP);
 close({_, TCP, _}) ->
     gen_tcp:close(TCP).
@@ -133,9 +157,18 @@ decode({Mod, TCP, {handshake, Conn}}, Data) ->
             Rec = throng_tls_record:new(Info),
             CB = {maps:get(exporter, Info), maps:get(server_end_point, Info),
                   maps:get(tls_unique, Info)},
-            case out(TCP, Out) of
-                ok -> decode({Mod, TCP, {established, Rec, CB}}, Rest);
-                {error, _} = E -> E
+            case Info of
+                #{version := tls13, write_records := Written} when Written > 0, Out =/= <<>> ->
+                    %% TLS 1.3: the handshake is over for the client too,
+                    %% Out is only the session ticket, which it does not
+                    %% wait for. Held for the first record we seal.
+                    decode({Mod, TCP, {established, Rec, CB, {Out, Written}}}, Rest);
+                _ ->
+                    %% (TLS 1.2: Out ends the client's handshake.)
+                    case out(TCP, Out) of
+                        ok -> decode({Mod, TCP, {established, Rec, CB}}, Rest);
+                        {error, _} = E -> E
+                    end
             end;
         {error, Why, Out} ->
             throng_metrics:incr(tls_failed),
@@ -143,31 +176,54 @@ decode({Mod, TCP, {handshake, Conn}}, Data) ->
             {error, {handshake, Why}}
     end;
 decode({Mod, TCP, {established, Rec, CB}}, Data) ->
+    opened(Mod, TCP, CB, none, Data, Rec);
+decode({Mod, TCP, {established, Rec, CB, Held}}, Data) ->
+    case unsent(Rec, Held) of
+        [] -> opened(Mod, TCP, CB, none, Data, Rec);   %% it went out: dropped
+        _ -> opened(Mod, TCP, CB, Held, Data, Rec)
+    end.
+
+%% Data's records opened. Whatever the record layer answers (a KeyUpdate,
+%% close_notify, an alert) is sent, after the held ticket when there is
+%% one, which then is no longer held.
+opened(Mod, TCP, CB, Held, Data, Rec) ->
     case throng_tls_record:open(Data, Rec) of
         {ok, Plain, Out, Rec1} ->
-            case out(TCP, Out) of
-                ok -> {ok, Plain, {Mod, TCP, {established, Rec1, CB}}};
+            case answer(TCP, Held, Out) of
+                {ok, none} -> {ok, Plain, {Mod, TCP, {established, Rec1, CB}}};
+                {ok, Held} -> {ok, Plain, {Mod, TCP, {established, Rec1, CB, Held}}};
                 {error, _} = E -> E
             end;
         {closed, Plain, Out} ->
-            _ = out(TCP, Out),
+            _ = answer(TCP, Held, Out),
             {closed, Plain};
         {error, Why, Out} ->
-            _ = out(TCP, Out),
+            _ = answer(TCP, Held, Out),
             {error, Why}
     end.
+
+answer(_TCP, Held, Out) when Out =:= <<>>; Out =:= [] -> {ok, Held};
+answer(TCP, none, Out) -> sent(gen_tcp:send(TCP, Out));
+answer(TCP, {Ticket, _}, Out) -> sent(gen_tcp:send(TCP, [Ticket | Out])).
+
+sent(ok) -> {ok, none};
+sent({error, _} = E) -> E.
 
 %% @doc The channel bindings this connection offers SASL (RFC 5056), by
 %% type name: tls-exporter (RFC 9266), tls-server-end-point and tls-unique
 %% (RFC 5929), each when the handshake defines it.
 -spec channel_bindings(throng_transport:socket()) -> #{binary() => binary()}.
 channel_bindings({_, _, {established, _, {Exporter, EndPoint, Unique}}}) ->
-    maps:from_list([{<<"tls-exporter">>, Exporter} || is_binary(Exporter)] ++
-                   [{<<"tls-server-end-point">>, EndPoint} || is_binary(EndPoint)] ++
-                   [{<<"tls-unique">>, Unique} || is_binary(Unique)]);
+    bindings(Exporter, EndPoint, Unique);
+channel_bindings({_, _, {established, _, {Exporter, EndPoint, Unique}, _}}) ->
+    bindings(Exporter, EndPoint, Unique);
 channel_bindings(_) ->
     #{}.
 
+bindings(Exporter, EndPoint, Unique) ->
+    maps:from_list([{<<"tls-exporter">>, Exporter} || is_binary(Exporter)] ++
+                   [{<<"tls-server-end-point">>, EndPoint} || is_binary(EndPoint)] ++
+                   [{<<"tls-unique">>, Unique} || is_binary(Unique)]).
+
 out(_TCP, <<>>) -> ok;
-out(_TCP, []) -> ok;
 out(TCP, Out) -> gen_tcp:send(TCP, Out).
