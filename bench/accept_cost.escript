@@ -1,7 +1,7 @@
 #!/usr/bin/env escript
 %%! -noshell
 %% What accepting a TCP connection costs the accepting VM: gen_tcp:accept/1
-%% against Throng's throng_transport_tcp:accept_tcp/1 (the same accept
+%% against Throng's throng_accept:accept/1 (the same accept
 %% without gen_tcp's copying of the listen socket's options, 40 system
 %% calls), on a listen socket with Throng's listener options. ROUNDS rounds
 %% alternate the two; each accepts N connections already waiting in the
@@ -17,20 +17,20 @@ main(Args) ->
                       [A, B | _] -> {list_to_integer(A), list_to_integer(B)}
                   end,
     Root = filename:dirname(filename:dirname(filename:absname(escript:script_name()))),
-    [code:add_patha(D) || D <- filelib:wildcard(filename:join(Root, "_build/default/lib/throng/ebin"))],
-    {module, _} = code:ensure_loaded(throng_transport_tcp),
+    [code:add_patha(D) || D <- filelib:wildcard(filename:join(Root, "_build/default/lib/throng_lib/ebin"))],
+    {module, _} = code:ensure_loaded(throng_accept),
     io:format("~b connections per run, ~b rounds; per accept: wall / VM CPU~n", [N, Rounds]),
     Results = [begin
                    G = run(N, fun gen_tcp:accept/1),
-                   T = run(N, fun throng_transport_tcp:accept_tcp/1),
-                   io:format("round ~b: gen_tcp:accept ~.1f / ~.1f us   accept_tcp ~.1f / ~.1f us~n",
+                   T = run(N, fun throng_accept:accept/1),
+                   io:format("round ~b: gen_tcp:accept ~.1f / ~.1f us   throng_accept ~.1f / ~.1f us~n",
                              [R, element(1, G), element(2, G), element(1, T), element(2, T)]),
                    {G, T}
                end || R <- lists:seq(1, Rounds)],
     Med = fun(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)) end,
     GW = Med([W || {{W, _}, _} <- Results]), GC = Med([C || {{_, C}, _} <- Results]),
     TW = Med([W || {_, {W, _}} <- Results]), TC = Med([C || {_, {_, C}} <- Results]),
-    io:format("median: gen_tcp:accept ~.1f / ~.1f us, accept_tcp ~.1f / ~.1f us (CPU ratio ~.2f)~n",
+    io:format("median: gen_tcp:accept ~.1f / ~.1f us, throng_accept ~.1f / ~.1f us (CPU ratio ~.2f)~n",
               [GW, GC, TW, TC, TC / GC]).
 
 run(N, Accept) ->

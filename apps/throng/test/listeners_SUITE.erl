@@ -138,7 +138,7 @@ kernel_buffers_are_set_per_connection(Config) ->
     R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
 
-%% throng_transport_tcp:accept_tcp/1 skips gen_tcp:accept/1's copying of
+%% throng_accept:accept/1 skips gen_tcp:accept/1's copying of
 %% the listen socket's options on the inet driver (40 system calls): the
 %% socket it gives must be the one gen_tcp gives. A listen socket with every
 %% option the copy covers set away from its default, one connection
@@ -170,7 +170,7 @@ accepted_socket_is_the_one_gen_tcp_gives(Config) ->
                      {ok, <<"pong">>} = gen_tcp:recv(C, 4, 5000),
                      {C, S, lists:sort(Opts)}
              end,
-    {C1, S1, Ours} = Accept(fun throng_transport_tcp:accept_tcp/1),
+    {C1, S1, Ours} = Accept(fun throng_accept:accept/1),
     {C2, S2, Theirs} = Accept(fun gen_tcp:accept/1),
     ?assert(length(Names) >= 20),
     ?assertEqual(length(Names), length(Ours)),

@@ -104,7 +104,7 @@ start(St) ->
 %% The acceptor: takes a connection, asks the owner for a slot, hands the
 %% socket over.
 accept(Owner, L) ->
-    case gen_tcp:accept(L) of
+    case throng_accept:accept(L) of
         {ok, Sock} ->
             case gen_server:call(Owner, admit, infinity) of
                 {ok, Pid} ->

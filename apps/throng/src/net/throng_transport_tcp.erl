@@ -6,7 +6,6 @@
 
 -export([listen/2, accept/1, messages/0, send/2, setopts/2, controlling_process/2,
          peername/1, close/1, upgrade/3, decode/2]).
--export([accept_tcp/1]).
 
 %% @doc gen_tcp:listen/2, and `{hibernate_after, Ms}' among the options:
 %% on the socket backend every accepted socket has a process of its own
@@ -36,72 +35,9 @@ listen(Port, Opts) ->
 
 -spec accept(gen_tcp:socket()) -> {ok, throng_transport:socket()} | {error, term()}.
 accept(LSock) ->
-    case accept_tcp(LSock) of
+    case throng_accept:accept(LSock) of
         {ok, S} -> {ok, {?MODULE, S, undefined}};
         {error, _} = E -> E
-    end.
-
-%% @doc Accepts a TCP connection. On the inet driver, without the 40 system
-%% calls gen_tcp:accept/1 makes after the accept itself: it reads six
-%% options and four IP ones from the listen socket and sets them on the new
-%% one, one at a time, and the driver saves and restores SO_PRIORITY and
-%% IP_TOS around each (22 getsockopt and 18 setsockopt on Linux, 20-40 µs
-%% here). Linux already gives the accepted socket its listen socket's
-%% socket options, and the driver copies its own (active, mode, packet,
-%% buffer, send_timeout...) into the new port, so the socket is the same:
-%% listeners_SUITE compares the two. The accept is the one gen_tcp makes
-%% (prim_inet, OTP 25's inet_tcp:accept/1 without the copying), and the
-%% two options they do not carry are set when the listen socket has them
-%% (uncopied_options/2). The socket
-%% backend, and an OTP without prim_inet:async_accept/2, take gen_tcp's.
--spec accept_tcp(gen_tcp:socket()) -> {ok, gen_tcp:socket()} | {error, term()}.
-accept_tcp(LSock) when is_port(LSock) ->
-    case erlang:function_exported(prim_inet, async_accept, 2) of
-        true -> driver_accept(LSock);
-        false -> gen_tcp:accept(LSock)
-    end;
-accept_tcp(LSock) ->
-    gen_tcp:accept(LSock).
-
-driver_accept(LSock) ->
-    case inet_db:lookup_socket(LSock) of
-        {ok, Mod} ->
-            case prim_inet:async_accept(LSock, -1) of
-                {ok, Ref} ->
-                    receive
-                        {inet_async, LSock, Ref, {ok, S}} ->
-                            _ = inet_db:register_socket(S, Mod),
-                            uncopied_options(LSock, S);
-                        {inet_async, LSock, Ref, {error, _} = E} ->
-                            E
-                    end;
-                {error, _} = E ->
-                    E
-            end;
-        {error, _} = E ->
-            E
-    end.
-
-%% The two options neither Linux nor the driver carries over: delay_send
-%% (the driver's) and SO_PRIORITY (which Linux's IP_TOS resets). Set only
-%% when the listen socket has them (Throng's listeners do not): one
-%% getsockopt per accept.
-uncopied_options(LSock, S) ->
-    case inet:getopts(LSock, [delay_send, priority]) of
-        {ok, Opts} ->
-            case [O || O <- Opts, O =/= {delay_send, false}, O =/= {priority, 0}] of
-                [] -> {ok, S};
-                Set -> setopts_or_close(S, Set)
-            end;
-        {error, _} = E ->
-            gen_tcp:close(S),
-            E
-    end.
-
-setopts_or_close(S, Opts) ->
-    case inet:setopts(S, Opts) of
-        ok -> {ok, S};
-        {error, _} = E -> gen_tcp:close(S), E
     end.
 
 -spec messages() -> throng_transport:message_tags().

@@ -72,7 +72,7 @@ listen(Port, Opts) -> throng_transport_tcp:listen(Port, Opts).
 %% handshake, which the owner drives with decode/2 as the bytes arrive.
 -spec accept(gen_tcp:socket()) -> {ok, throng_transport:socket()} | {error, term()}.
 accept(LSock) ->
-    case throng_transport_tcp:accept_tcp(LSock) of
+    case throng_accept:accept(LSock) of
         {ok, TCP} ->
             case over_tcp(TCP, []) of
                 {ok, _} = Ok -> Ok;

@@ -58,7 +58,7 @@ listen(Opts) ->
     end.
 
 acceptor(L, Handler, Owner) ->
-    case gen_tcp:accept(L) of
+    case throng_accept:accept(L) of
         {ok, S} ->
             Pid = spawn(fun() ->
                                 link(Owner),

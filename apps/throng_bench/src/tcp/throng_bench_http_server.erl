@@ -60,7 +60,7 @@ listen(Opts) ->
     end.
 
 acceptor(L, Resp, Delay, Owner) ->
-    case gen_tcp:accept(L) of
+    case throng_accept:accept(L) of
         {ok, S} ->
             Pid = spawn(fun() -> link(Owner), receive go -> handle(S, Resp, <<>>) end end),
             _ = gen_tcp:controlling_process(S, Pid),
