@@ -48,9 +48,10 @@
                         | {stop, term(), data()}.
 -export_type([element_result/0]).
 
-%% A state is where the stream is (see the module doc); {handover, Pid,
+%% A state is where the stream is (see the module doc); {handover, Target,
 %% Elements} only between a successful <resume/> and the end of the data it
-%% came in, while the elements that follow it are gathered for Pid.
+%% came in, while the elements that follow it are gathered for the session
+%% that takes the connection over.
 -type state() :: atom() | {handover, throng_c2s_sm:target(), list()}.
 
 %%% Start
@@ -170,10 +171,10 @@ handle_event(internal, {Tag, _OldEpoch, _Ev}, State, D) when is_atom(State) ->
         xml -> keep_state_and_data;
         xml_last -> done(State, D)
     end;
-handle_event(internal, {xml, _Epoch, Ev}, {handover, Pid, Rest}, D) ->
-    {next_state, {handover, Pid, [Ev | Rest]}, D};
-handle_event(internal, {xml_last, _Epoch, Ev}, {handover, Pid, Rest}, D) ->
-    throng_c2s_sm:handover(Pid, lists:reverse([Ev | Rest]), D);
+handle_event(internal, {xml, _Epoch, Ev}, {handover, Target, Rest}, D) ->
+    {next_state, {handover, Target, [Ev | Rest]}, D};
+handle_event(internal, {xml_last, _Epoch, Ev}, {handover, Target, Rest}, D) ->
+    throng_c2s_sm:handover(Target, lists:reverse([Ev | Rest]), D);
 handle_event(_Type, Msg, State, _D) ->
     logger:debug(#{what => unexpected_event, state => State, msg => Msg}),
     keep_state_and_data.
@@ -240,8 +241,8 @@ elements(Events, State, #d{epoch = Epoch} = D) ->
          [{next_event, internal, {xml_last, Epoch, Last}}]}.
 
 %% After the last element of a read: write.
-finish({next_state, {handover, Pid, []}, D}) ->
-    throng_c2s_sm:handover(Pid, [], D);
+finish({next_state, {handover, Target, []}, D}) ->
+    throng_c2s_sm:handover(Target, [], D);
 finish({next_state, State, D}) ->
     done(State, D);
 finish({next_state, State, D, Actions}) ->
@@ -257,7 +258,7 @@ element_event(Ev, State, D) ->
         {next, NewState, D1} -> {next_state, NewState, D1};
         {next, NewState, D1, Actions} -> {next_state, NewState, D1, Actions};
         {restart, NewState, D1} -> {next_state, NewState, D1#d{epoch = D1#d.epoch + 1}};
-        {handover, Pid, D1} -> {next_state, {handover, Pid, []}, D1};
+        {handover, Target, D1} -> {next_state, {handover, Target, []}, D1};
         {stop, _, _} = Stop -> Stop
     end.
 

@@ -17,7 +17,7 @@
 %% <success/> that carries it (XEP-0198 inline resumption: the additional
 %% data and FAST token elements of that success).
 -type answer() :: resumed | {sasl2, Additional :: iodata(), Token :: iodata()}.
--type target() :: pid() | {pid(), answer()}.
+-type target() :: {pid(), answer()}.
 
 %%% XEP-0198 stream management
 
@@ -78,7 +78,7 @@ maybe_request(#d{sm = SM} = D) ->
 -spec resume(#xmlel{}, data()) -> throng_c2s:element_result().
 resume(El, D) ->
     case take_over(El, D) of
-        {ok, Pid} -> {handover, Pid, D};
+        {ok, Pid} -> {handover, {Pid, resumed}, D};
         {error, Cond} -> {next, wait_bind, throng_c2s_io:emit(throng_stream_mgmt:failed_el(Cond), D)}
     end.
 
@@ -142,11 +142,7 @@ resume_elsewhere(From, Bare, H, State, D) ->
 %% The socket stops reading first; what the driver had already delivered to
 %% this process goes along, in order.
 -spec handover(target(), list(), data()) -> {stop, term(), data()}.
-handover(Target, RestEvents, D0) ->
-    {Pid, Answer} = case Target of
-                        {P, A} -> {P, A};
-                        P -> {P, resumed}
-                    end,
+handover({Pid, Answer}, RestEvents, D0) ->
     case throng_c2s_io:flush(D0) of
         {ok, D} -> give_socket(Pid, Answer, RestEvents, D);
         {error, _} ->

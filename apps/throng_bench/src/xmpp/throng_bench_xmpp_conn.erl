@@ -57,12 +57,8 @@ activate(Conn) -> inet:setopts(socket(Conn), [{active, 100}]).
 
 %% @doc Bytes that arrived on the socket -> application bytes.
 -spec decode(conn(), binary()) -> {ok, binary()} | {error, term()}.
-decode({tcp, _}, Data) ->
-    throng_bench_metrics:add(bytes_in, byte_size(Data)),
-    throng_bench_metrics:inc(reads_in),
-    {ok, Data};
-decode({ssl, _}, Data) ->
-    %% OTP ssl has decrypted it already (the bytes counted are the plain ones)
+decode({Kind, _}, Data) when Kind =:= tcp; Kind =:= ssl ->
+    %% (OTP ssl has decrypted it already: the bytes counted are the plain ones.)
     throng_bench_metrics:add(bytes_in, byte_size(Data)),
     throng_bench_metrics:inc(reads_in),
     {ok, Data};
