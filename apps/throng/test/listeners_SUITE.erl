@@ -21,7 +21,7 @@ all() ->
 groups() ->
     Cases = [reuse_port_listeners_share_a_port, full_listener_stops_listening_and_resumes,
              listener_ignores_the_nodes_default_backend, kernel_buffers_are_set_per_connection,
-             accepted_socket_is_the_one_gen_tcp_gives],
+             accepted_socket_is_the_one_gen_tcp_gives, reads_are_larger_until_the_session_opens],
     [{inet_driver, [], Cases},
      throng_ct:socket_backend_group(Cases ++ [idle_socket_process_hibernates])].
 
@@ -137,6 +137,59 @@ kernel_buffers_are_set_per_connection(Config) ->
     %% and the connection works with them
     R = ?C:iq(C, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, <<"urn:xmpp:ping">>}]}),
     ?assertEqual(<<"result">>, throng_xml:attr(<<"type">>, R)).
+
+%% A connection reads login_recv_buffer bytes at a time until its session
+%% opens, then recv_buffer: with resource binding, with Bind2 inside SASL2,
+%% and (xep0198_SUITE) when a session is resumed on a new connection. A
+%% stanza larger than recv_buffer still arrives whole in the session.
+reads_are_larger_until_the_session_opens(Config) ->
+    throng_ct:start(Config, #{listener => #{recv_buffer => 300, login_recv_buffer => 5000}}),
+    ok = throng_ct:register(<<"alice">>, <<"password">>),
+    %% Negotiating: the login size.
+    C0 = ?C:connect(#{}),
+    _ = ?C:open_stream(C0),
+    ?assertEqual(5000, read_size(wait_for_c2s([]))),
+    ?C:close(C0),
+    %% Bound: the session's size.
+    C = ?C:login(<<"alice">>, <<"password">>, <<"r">>),
+    {ok, JID} = throng_jid:parse(?C:jid(C)),
+    ?assertEqual(300, read_size(throng_sm:lookup(JID))),
+    Big = binary:copy(<<"x">>, 2000),
+    ?C:send(C, ?C:message(?C:jid(C), <<"chat">>, Big)),
+    ?assertEqual(Big, throng_xml:subel_cdata(?C:recv_stanza(C), <<"body">>)),
+    %% Over STARTTLS, bound by Bind2 in a SASL2 <authenticate/> (XEP-0386).
+    C2 = ?C:connect(#{}),
+    _ = ?C:open_stream(C2),
+    _ = ?C:starttls(C2),
+    ?assertEqual(5000, read_size(wait_for_c2s([throng_sm:lookup(JID)]))),
+    ?C:send(C2, ["<authenticate xmlns='urn:xmpp:sasl:2' mechanism='PLAIN'><initial-response>",
+                 base64:encode(<<0, "alice", 0, "password">>), "</initial-response>"
+                 "<bind xmlns='urn:xmpp:bind:0'><tag>T</tag></bind></authenticate>"]),
+    Success = ?C:recv_stanza(C2),
+    ?assertEqual(<<"success">>, Success#xmlel.name),
+    {ok, JID2} = throng_jid:parse(throng_xml:subel_cdata(Success, <<"authorization-identifier">>)),
+    ?assertEqual(300, read_size(throng_sm:lookup(JID2))),
+    ?C:close(C2),
+    ?C:close(C).
+
+%% The one connection process not among Known (started by a listener).
+wait_for_c2s(Known) ->
+    wait_for_c2s(Known, 100).
+
+wait_for_c2s(Known, Tries) ->
+    case [P || P <- processes(), not lists:member(P, Known),
+               proc_lib:translate_initial_call(P) =:= {throng_c2s, init, 1}] of
+        [P] -> P;
+        _ when Tries > 0 -> timer:sleep(50), wait_for_c2s(Known, Tries - 1);
+        Ps -> ct:fail({connection_processes, Ps})
+    end.
+
+%% How many bytes a connection process's socket reads at a time.
+read_size(Pid) ->
+    {_State, D} = sys:get_state(Pid),
+    {_Transport, Sock, _} = element(2, D),
+    {ok, [{buffer, N}]} = inet:getopts(Sock, [buffer]),
+    N.
 
 %% throng_accept:accept/1 skips gen_tcp:accept/1's copying of
 %% the listen socket's options on the inet driver (40 system calls): the

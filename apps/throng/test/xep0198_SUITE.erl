@@ -175,6 +175,10 @@ resume_redelivers_unacked(_) ->
     ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
     ?assertEqual(Id, throng_xml:attr(<<"previd">>, Resumed)),
     ?assertEqual([<<"2">>, <<"3">>, <<"4">>], bodies(recv_messages(B2, 3))),
+    %% The socket came from a connection still logging in (reading
+    %% login_recv_buffer bytes at a time): it now reads recv_buffer's.
+    {_, D} = sys:get_state(throng_sm:lookup((bob())#jid{resource = <<"b">>})),
+    {ok, [{buffer, 256}]} = inet:getopts(element(2, element(2, D)), [buffer]),
     %% The session goes on: presence and routing still point at it.
     ?C:send(A, msg(<<"bob@localhost/b">>, <<"after">>)),
     ?assertEqual([<<"after">>], bodies(recv_messages(B2, 1))).

@@ -56,6 +56,7 @@ open_session(Resource, D) ->
             throng_metrics:incr(sessions_opened),
             logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
             throng_hooks:notify(session_opened, JID#jid.server, #{jid => JID}),
+            ok = throng_c2s_io:session_reads(D),
             %% What only negotiation needed is dropped: an idle session's
             %% state is what it keeps for hours.
             {ok, D#d{jid = JID, user = JID#jid.user, server = JID#jid.server,

@@ -9,7 +9,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
+-export([opts/1, lopt/2, new_parser/1, shaper_action/1, activate/1, session_reads/1, pause/1, unpause/2, shaper_burst/1, shape/2, header_error/4, emit/2, flush/1, send_now/2, stream_error/3, jid_text/1,
          backlog/1, forget_backlog/0, backlog/3, measure_bytes/4, last_backlog/0]).
 %% backlog/1's parts, exported for its tests.
 -ignore_xref([{backlog, 3}, {measure_bytes, 4}, {last_backlog, 0}]).
@@ -52,6 +52,22 @@ shaper_action(_) ->
 -spec activate(data()) -> ok | {error, term()}.
 activate(D) ->
     throng_transport:activate(D#d.sock, lopt(D#d.lref, active_n)).
+
+%% Until its session opens a connection reads login_recv_buffer bytes at a
+%% time (the listen socket's size, which accepted sockets take): a TLS
+%% ClientHello or a SASL2 <authenticate/> in one read. Then recv_buffer:
+%% what at most waits, active_n reads of it, in a busy session's mailbox.
+-spec session_reads(data()) -> ok.
+session_reads(#d{sock = undefined}) ->
+    ok;
+session_reads(#d{sock = Sock, lref = LRef}) ->
+    case opts(LRef) of
+        #{opts := #{recv_buffer := Same, login_recv_buffer := Same}} ->
+            ok;
+        #{opts := #{recv_buffer := Size}} ->
+            _ = throng_transport:read_size(Sock, Size),
+            ok
+    end.
 
 -spec pause(data()) -> data().
 pause(#d{paused = true} = D) -> D;

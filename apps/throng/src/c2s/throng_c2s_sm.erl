@@ -207,6 +207,7 @@ resumed(Sock, Parser, Rest, Pending, Answer, #d{sm = SM} = D0) ->
     _ = [self() ! M || M <- Pending],
     throng_sm:set_detached(self(), false),
     D1 = D0#d{sock = Sock, parser = Parser, paused = false},
+    ok = throng_c2s_io:session_reads(D1),
     _ = throng_c2s_io:activate(D1),
     Resumed = throng_stream_mgmt:resumed_el(throng_stream_mgmt:id(SM), throng_stream_mgmt:in_count(SM)),
     D2 = throng_c2s_io:emit(case Answer of

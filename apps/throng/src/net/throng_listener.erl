@@ -64,11 +64,13 @@ listening(Ref) ->
 
 -spec init({ref(), map(), module(), module()}) -> {ok, map()} | {stop, term()}.
 init({Ref, #{ip := IP, port := Port, backlog := Backlog, send_timeout := SendTimeout,
-             max_connections := Max, recv_buffer := Buffer, send_buffer := SndBuf,
+             max_connections := Max, login_recv_buffer := Buffer, send_buffer := SndBuf,
              hibernate_after := Hib} = Opts,
       Transport, Protocol}) ->
     process_flag(trap_exit, true),
     Family = case tuple_size(IP) of 8 -> [inet6]; 4 -> [inet] end,
+    %% Accepted sockets read login_recv_buffer bytes at a time until their
+    %% session opens (throng_c2s_io:session_reads/1).
     %% The backend first (gen_tcp takes it there only), and always: a node
     %% started with -kernel inet_backend socket still gives a listener the
     %% backend its configuration names.

@@ -17,7 +17,7 @@
 %% same callbacks.
 -module(throng_transport).
 
--export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1,
+-export([listen/3, accept/2, messages/1, send/2, activate/2, pause/1, read_size/2,
          controlling_process/2, peer_ip/1, close/1, upgrade/3, decode/2,
          tcp_socket/1, is_tls/1, channel_bindings/1, close_after_error/1]).
 
@@ -76,6 +76,10 @@ activate(S, N) -> setopts(S, [{active, N}]).
 %% slows the peer down.
 -spec pause(socket()) -> ok | {error, term()}.
 pause(S) -> setopts(S, [{active, false}]).
+
+%% @doc How many bytes the socket reads at a time from now on.
+-spec read_size(socket(), pos_integer()) -> ok | {error, term()}.
+read_size(S, Bytes) -> setopts(S, [{buffer, Bytes}]).
 
 -spec controlling_process(socket(), pid()) -> ok | {error, term()}.
 controlling_process({Mod, _, _} = S, Pid) -> Mod:controlling_process(S, Pid).
