@@ -62,6 +62,17 @@
 #   NODE_FLAGS      extra emulator flags for the server nodes only (not the
 #                   load generator), e.g. NODE_FLAGS='+S 1' (passed in
 #                   ERL_ZFLAGS, after the release's vm.args)
+#   STORAGE=mnesia  (default) the nodes' Mnesia tables (on the db node).
+#                   pgsql: a PostgreSQL server of its own for the run (Debian's
+#                   postgresql: initdb into WORK/pg, port PG_PORT, default
+#                   15299, trust authentication on 127.0.0.1, stopped and
+#                   removed at the end) keeps accounts, rosters, offline
+#                   messages and the archive; every node uses it
+#                   (storage.backend: pgsql) and none is a db node (DB_NODE
+#                   must stay shared: node 1 is only the seed). The probe
+#                   counts the server's CPU apart (`database'), postgres.txt
+#                   has its memory (PSS of all its processes) before the run
+#                   and at the plateau, logs/postgresql.log its log
 set -euo pipefail
 
 usage() { echo "usage: $0 NODES USERS [CONTACTS] [ITERATIONS]" >&2; exit 2; }
@@ -92,6 +103,30 @@ rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"
 [ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
 [ -f "$root/_build/default/lib/throng_bench/ebin/throng_bench_cli.beam" ] ||
     { echo "$0: build throng-bench first (make)" >&2; exit 2; }
+
+storage=${STORAGE:-mnesia}
+case $storage in
+    mnesia) ;;
+    pgsql) [ "${DB_NODE:-shared}" = shared ] ||
+               { echo "$0: STORAGE=pgsql has no db node: leave DB_NODE unset" >&2; exit 2; }
+           pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+           [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] ||
+               { echo "$0: STORAGE=pgsql needs PostgreSQL's server (apt install postgresql)" >&2
+                 exit 2; } ;;
+    *) echo "$0: STORAGE is mnesia or pgsql" >&2; exit 2 ;;
+esac
+pg_port=${PG_PORT:-15299}
+pg_dir=
+# PostgreSQL refuses to run as root: its programs run as postgres then.
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# Proportional memory (PSS, KiB) of the PostgreSQL server and its backends.
+pg_pss() {
+    local pm
+    pm=$(head -n 1 "$pg_dir/data/postmaster.pid" 2>/dev/null) || { echo -; return; }
+    { echo "$pm"; pgrep -P "$pm"; } | while read -r p; do
+        awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null; done |
+        awk '{s += $1} END {print s + 0}'
+}
 
 case ${DB_NODE:-shared} in
     shared) db=1; first=1 ;;
@@ -158,6 +193,12 @@ cleanup() {
             fi
         done
     fi
+    if [ -n "$pg_dir" ]; then
+        echo "== stopping PostgreSQL" >&2
+        as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+        mkdir -p "$out/logs"
+        cp "$pg_dir/server.log" "$out/logs/postgresql.log" 2>/dev/null || true
+    fi
     [ "${KEEP:-0}" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"
     exit "$rc"
 }
@@ -172,7 +213,7 @@ sysctl -qw net.ipv4.ip_local_port_range="1024 65535" ||
     echo "== warning: could not widen net.ipv4.ip_local_port_range" >&2
 # ... but never hand out the nodes' own ports as the source port of some
 # other connection (a node then cannot listen: eaddrinuse).
-sysctl -qw net.ipv4.ip_local_reserved_ports="15222,15300-15399" ||
+sysctl -qw net.ipv4.ip_local_reserved_ports="15222,15299-15399" ||
     echo "== warning: could not reserve the nodes' ports (ip_local_reserved_ports)" >&2
 
 # A cluster of this script already running (another run, or one still
@@ -195,6 +236,19 @@ fi
 rm -rf "$work" "$out"
 own_work=1
 mkdir -p "$work" "$out"
+if [ "$storage" = pgsql ]; then
+    pg_dir=$work/pg
+    mkdir -p "$pg_dir"
+    [ "$(id -u)" != 0 ] || chown postgres: "$pg_dir"
+    echo "== PostgreSQL ($pg_bin) on 127.0.0.1:$pg_port, data in $pg_dir" >&2
+    as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --auth-local=trust --auth-host=trust \
+        -E UTF8 --locale=C --no-sync >/dev/null
+    # Each node keeps pool_size (10) connections.
+    as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
+        -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 -c max_connections=$((10 * nodes + 50))" \
+        start >/dev/null
+    as_pg "$pg_bin/createdb" -h "$pg_dir" -p "$pg_port" -U postgres throng
+fi
 seeds="[$(node_name "$db")]"
 for i in $(seq "$first" "$nodes"); do
     dir="$work/node$i"
@@ -218,10 +272,15 @@ for i in $(seq "$first" "$nodes"); do
         fi
         echo "stats:"
         echo "  port: 0"
+        if [ "$storage" = pgsql ]; then
+            echo "storage:"
+            echo "  backend: pgsql"
+            echo "  pgsql: {host: \"127.0.0.1\", port: $pg_port, database: throng, user: postgres}"
+        fi
         if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
             echo "cluster:"
             echo "  seeds: $seeds"
-            echo "  db_nodes: $seeds"
+            [ "$storage" = pgsql ] || echo "  db_nodes: $seeds"
             if [ "${CLUSTER_HOME:-0}" = 1 ] && [ "$i" != 0 ]; then
                 echo "  node_address: \"127.0.0.1:$(node_port "$i")\""
             fi
@@ -236,8 +295,12 @@ done
 echo "== $nodes node(s), $users users ($per_node per node), $contacts-contact rosters," \
      "paper scenario at $rate/s, sessions of $length"
 if [ "${CLUSTER_JOIN:-1}" = 1 ]; then
-    echo "== clustered: seeds and database on $(node_name "$db")" \
-         "$([ "$db" = 0 ] && echo '(serves no users)')"
+    if [ "$storage" = pgsql ]; then
+        echo "== clustered: seed $(node_name "$db"); storage PostgreSQL on 127.0.0.1:$pg_port"
+    else
+        echo "== clustered: seeds and database on $(node_name "$db")" \
+             "$([ "$db" = 0 ] && echo '(serves no users)')"
+    fi
 else
     echo "== NOT clustered (CLUSTER_JOIN unset): every node has its own database;" \
          "messages to users on another node cannot be delivered"
@@ -263,6 +326,7 @@ for i in $(seq "$first" "$nodes"); do
     probe_args+=("$i=${beam:-$shell_pid}")
 done
 [ -z "$db_pid" ] || pids+=("$db_pid")
+[ -z "$pg_dir" ] || probe_args+=("database=tree:$(head -n 1 "$pg_dir/data/postmaster.pid")")
 
 echo "== accounts: $users load-test users, PBKDF2 $iterations iterations" \
      "(low on purpose: a real account has 4096)"
@@ -277,13 +341,14 @@ done
 # Settle before the run samples the starting RSS (bench_throng.sh does the same).
 for i in "${started[@]}"; do node_cmd "$i" gc >/dev/null; done
 sleep 5
+[ -z "$pg_dir" ] || echo "postgres PSS before the run: $(pg_pss) KiB" > "$out/postgres.txt"
 
 # How this run was made, beside its results.
 {
     echo "command: bench/cluster.sh $nodes $users $contacts $iterations"
     echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "RATE=$rate HOLD=$hold LENGTH=$length DB_NODE=${DB_NODE:-shared}" \
-         "CLUSTER_JOIN=${CLUSTER_JOIN:-1} NODE_FLAGS='${NODE_FLAGS:-}'"
+         "CLUSTER_JOIN=${CLUSTER_JOIN:-1} STORAGE=$storage NODE_FLAGS='${NODE_FLAGS:-}'"
 } > "$out/settings.txt"
 
 # The plateau (every user online), in the background: two snapshots of
@@ -300,6 +365,7 @@ probe_window=$(( hold - 20 ))
         "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" > "$out/probe.jsonl" || true
         sleep "$probe_window" || exit 0
         "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" >> "$out/probe.jsonl" || true
+        [ -z "$pg_dir" ] || echo "postgres PSS at the plateau: $(pg_pss) KiB" >> "$out/postgres.txt"
     else
         sleep $((arrivals + hold / 2)) || exit 0
     fi

@@ -17,7 +17,9 @@ run had DB_NODE=own (node 5 of a 4-node run).
 When the directory has probe.jsonl (bench/cluster.sh's two snapshots of
 bench/probe.py, 10 s into the plateau and 10 s before its end), a second
 line gives the same window from outside the nodes: the servers' CPU, the
-load generator's (throng-bench and its VMs), the rest of the machine's busy
+load generator's (throng-bench and its VMs), the database server's when the
+run had one (a tree named `database': PostgreSQL with STORAGE=pgsql), the
+rest of the machine's busy
 time (kernel work not charged to a process, other programs) and the steal
 time (CPU the hypervisor gave to others: a noisy-neighbour gauge), each in
 per cent of one core; then counts that do not vary with the machine's
@@ -75,14 +77,17 @@ def probe(snaps, msgs, peak):
     dif = {n: {k: b['nodes'][n][k] - a['nodes'][n][k] for k in a['nodes'][n]} for n in both}
     servers = [n for n in both if 'dist_segs_out' in dif[n]]
     srv = sum(pct(dif[n]['cpu_ticks']) for n in servers)
-    gen = sum(pct(dif[n]['cpu_ticks']) for n in both if n not in servers)
+    db = sum(pct(dif[n]['cpu_ticks']) for n in both if n == 'database')
+    gen = sum(pct(dif[n]['cpu_ticks']) for n in both
+              if n not in servers and n != 'database')
     segs = sum(dif[n]['dist_segs_out'] for n in servers) / dt
     sw = sum(dif[n]['ctxsw'] for n in servers) / dt
     per = lambda x: x / msgs if msgs else 0
-    return ('  probe %.0f s: servers %.1f%%, load generator %.1f%%, rest %.1f%%, steal %.1f%% '
+    dbs = ', database %.1f%%' % db if 'database' in both else ''
+    return ('  probe %.0f s: servers %.1f%%, load generator %.1f%%%s, rest %.1f%%, steal %.1f%% '
             '(machine busy %.1f%% of %d); servers %.2f us/session.s; per message sent: '
             '%.1f dist segments, %.1f context switches | %s' % (
-                dt, srv, gen, busy - srv - gen, steal, busy, 100 * a.get('cpus', 2),
+                dt, srv, gen, dbs, busy - srv - gen - db, steal, busy, 100 * a.get('cpus', 2),
                 srv * 1e4 / peak,
                 per(segs), per(sw),
                 ' '.join('%s:%.1f%%,%.0fsw/s,%.0fseg/s' % (

@@ -7,8 +7,8 @@ end of the plateau; bench/plateau.py reads the difference).
 
 NAME=PID is a node (NAME its epmd name, e.g. throng1); NAME=tree:PID is a
 process and all its descendants (the load generator: throng-bench and its
-VMs), counted for CPU and context switches only, without the
-nodes named beside it.
+VMs; the database server), counted for CPU and context switches only,
+without the nodes and the other trees named beside it.
 
 Prints one JSON line:
   t            seconds (CLOCK_MONOTONIC)
@@ -118,7 +118,11 @@ def main(args):
     for name, pid in named.items():
         try:
             if pid.startswith('tree:'):
-                pids = tree(pid[5:], set(named.values()))
+                # Without the nodes and the other trees (the database server
+                # is not the load generator's, wherever its parent is).
+                skip = {p[5:] if p.startswith('tree:') else p
+                        for n, p in named.items() if n != name}
+                pids = tree(pid[5:], skip)
                 nodes[name] = {'cpu_ticks': sum(quiet(proc_cpu, p) for p in pids),
                                'ctxsw': sum(quiet(ctxsw, p) for p in pids),
                                'processes': len(pids)}

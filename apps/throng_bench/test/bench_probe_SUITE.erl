@@ -96,8 +96,18 @@ plateau_reads_the_snapshots(Config) ->
                          [snapshot(100.0, 1000, 5000, 7000, 300), snapshot(120.0, 1100, 5400, 9000, 340)]),
     Out = os:cmd("python3 " ++ filename:join(?config(root, Config), "bench/plateau.py") ++ " " ++ Dir),
     ct:log("~s", [Out]),
-    ?assertMatch({match, _}, re:run(Out, "probe 20 s: servers 5.0%, load generator 2.0%")),
-    ?assertMatch({match, _}, re:run(Out, "2.0 dist segments, 10.0 context switches")).
+    ?assertMatch({match, _}, re:run(Out, "probe 20 s: servers 5.0%, load generator 2.0%, rest")),
+    ?assertMatch({match, _}, re:run(Out, "2.0 dist segments, 10.0 context switches")),
+    %% With a database server (a tree named database: 60 ticks, 3 %) it
+    %% has its own share, taken from neither the load generator's nor the
+    %% rest (the machine: 400 busy ticks in 20 s, 20 %).
+    ok = file:write_file(filename:join(Dir, "probe.jsonl"),
+                         [snapshot(100.0, 1000, 5000, 7000, 300, {0, 200}),
+                          snapshot(120.0, 1100, 5400, 9000, 340, {400, 260})]),
+    Db = os:cmd("python3 " ++ filename:join(?config(root, Config), "bench/plateau.py") ++ " " ++ Dir),
+    ct:log("~s", [Db]),
+    ?assertMatch({match, _}, re:run(Db, "servers 5.0%, load generator 2.0%, database 3.0%, "
+                                    "rest 10.0%")).
 
 %% The floor script with a C server and an Erlang client, then the other
 %% way round with the C client's coalescing tick: both print each side's
@@ -140,6 +150,14 @@ snapshot(T, Ticks, Segs, Sw, Gen) ->
                   "{\"1\": {\"cpu_ticks\": ~b, \"ctxsw\": ~b, \"dist_segs_out\": ~b, "
                   "\"dist_segs_in\": 0}, \"loadgen\": {\"cpu_ticks\": ~b, \"ctxsw\": 0, "
                   "\"processes\": 3}}}~n", [T, Ticks, Sw, Segs, Gen]).
+
+%% The same with the machine's busy ticks (user) and a database tree.
+snapshot(T, Ticks, Segs, Sw, Gen, {Busy, Db}) ->
+    io_lib:format("{\"t\": ~.1f, \"cpu\": [~b, 0, 0, 0, 0, 0, 0, 0], \"hz\": 100, \"nodes\": "
+                  "{\"1\": {\"cpu_ticks\": ~b, \"ctxsw\": ~b, \"dist_segs_out\": ~b, "
+                  "\"dist_segs_in\": 0}, \"loadgen\": {\"cpu_ticks\": ~b, \"ctxsw\": 0, "
+                  "\"processes\": 3}, \"database\": {\"cpu_ticks\": ~b, \"ctxsw\": 0, "
+                  "\"processes\": 5}}}~n", [T, Busy, Ticks, Sw, Segs, Gen, Db]).
 
 probe(Config, Args) ->
     Cmd = lists:join(" ", ["python3", filename:join(?config(root, Config), "bench/probe.py") | Args]),
