@@ -77,13 +77,13 @@ def probe(snaps, msgs, peak):
     dif = {n: {k: b['nodes'][n][k] - a['nodes'][n][k] for k in a['nodes'][n]} for n in both}
     servers = [n for n in both if 'dist_segs_out' in dif[n]]
     srv = sum(pct(dif[n]['cpu_ticks']) for n in servers)
-    db = sum(pct(dif[n]['cpu_ticks']) for n in both if n == 'database')
+    db = pct(dif['database']['cpu_ticks']) if 'database' in dif else 0
     gen = sum(pct(dif[n]['cpu_ticks']) for n in both
               if n not in servers and n != 'database')
     segs = sum(dif[n]['dist_segs_out'] for n in servers) / dt
     sw = sum(dif[n]['ctxsw'] for n in servers) / dt
     per = lambda x: x / msgs if msgs else 0
-    dbs = ', database %.1f%%' % db if 'database' in both else ''
+    dbs = ', database %.1f%%' % db if 'database' in dif else ''
     return ('  probe %.0f s: servers %.1f%%, load generator %.1f%%%s, rest %.1f%%, steal %.1f%% '
             '(machine busy %.1f%% of %d); servers %.2f us/session.s; per message sent: '
             '%.1f dist segments, %.1f context switches | %s' % (
