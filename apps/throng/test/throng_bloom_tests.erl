@@ -45,3 +45,11 @@ concurrent_adds_are_all_kept_test() ->
     [receive {done, P} -> ok end || P <- Pids],
     ?assert(lists:all(fun(T) -> throng_bloom:member(B, T) end,
                       [{W, I} || W <- lists:seq(1, 8), I <- lists:seq(1, 500)])).
+
+%% Every add is counted, a term added twice twice.
+adds_are_counted_test() ->
+    B = throng_bloom:new(64),
+    ?assertEqual(0, throng_bloom:count(B)),
+    [throng_bloom:add(B, T) || T <- [a, b, a]],
+    ?assertEqual(3, throng_bloom:count(B)),
+    ?assertEqual(64, throng_bloom:bytes(B)).

@@ -23,7 +23,8 @@ all() ->
      subscription_request_from_blocked_dropped, offline_message_from_blocked_refused,
      others_cannot_read_the_list, limit, survives_restart, removed_account_forgotten,
      full_jid_item_blocks_one_resource, users_without_a_list_cost_no_read,
-     block_made_after_the_filter_is_enforced, filter_not_trusted_after_a_member_change].
+     block_made_after_the_filter_is_enforced, filter_not_trusted_after_a_member_change,
+     filter_sized_for_its_bucket].
 
 init_per_testcase(limit, Config) ->
     throng_ct:start(Config, #{modules => #{blocking => #{max_items => 2}}}),
@@ -395,6 +396,31 @@ filter_not_trusted_after_a_member_change(_) ->
     ?assertEqual(0, throng_storage:offline_count(<<"alice">>, <<"localhost">>)).
 
 %% The filter is built on the first question; waits until it is trusted.
+%% The filter is sized for the lists there are (twice as many, at least
+%% 1,024, 8 bytes each), not fixed: 8 KiB for a bucket of a few lists. One
+%% that takes more lists than it was sized for is built again, bigger, and
+%% holds every user that has one.
+filter_sized_for_its_bucket(_) ->
+    filter_ready(),
+    ?assertEqual(8192, filter_bytes()),
+    Users = [{<<"u", (integer_to_binary(I))/binary>>, <<"localhost">>} || I <- lists:seq(1, 1500)],
+    %% As a block writes them: the store, then every node's cache and filter.
+    [begin
+         ok = throng_storage:kv_put(blocking, U, [<<"x@localhost">>]),
+         ok = throng_mod_blocking:cache_update(U, [<<"x@localhost">>])
+     end || U <- Users],
+    throng_ct:wait_until(fun() -> filter_bytes() > 8192 end, 10000),
+    %% 1,500 lists when it was built again (or a few more, if it was built
+    %% while they were written): room for twice as many.
+    ?assert(filter_bytes() >= 2 * 1025 * 8, filter_bytes()),
+    ?assert(filter_bytes() =< 2 * 1500 * 8, filter_bytes()),
+    ?assert(lists:all(fun(U) -> throng_kv_filter:maybe(blocking, U) end, Users)),
+    ?assertNot(throng_kv_filter:maybe(blocking, {<<"nobody">>, <<"localhost">>})).
+
+filter_bytes() ->
+    [{_, _, Bloom}] = ets:lookup(throng_kv_filter, {blocking, current}),
+    throng_bloom:bytes(Bloom).
+
 filter_ready() ->
     _ = throng_kv_filter:maybe(blocking, {<<"nobody">>, <<"localhost">>}),
     throng_ct:wait_until(fun() -> throng_kv_filter:ready(blocking) end, 5000).

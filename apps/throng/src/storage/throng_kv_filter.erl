@@ -1,10 +1,20 @@
 %% @doc Which keys a sparse key-value bucket holds, known on every node
-%% without a read: a per-node filter ({@link throng_bloom}, 1 MiB) of the
+%% without a read: a per-node filter ({@link throng_bloom}) of the
 %% bucket's keys, for the buckets where most users have no row and the
 %% question is asked on a hot path ("has this user blocked anyone?").
 %% {@link maybe/2} answers false only for a key certainly not stored; the
 %% caller then skips the read it would otherwise make (a remote one on a
 %% node without a copy of the tables, a PostgreSQL round trip).
+%%
+%% == Its size ==
+%% A filter is sized when it is built, for twice the keys the bucket holds
+%% then and at least 1,024: 64 bits a key, so that a key never stored
+%% answers "perhaps" about once in 74,000 when it is full, once in a
+%% million when it is half full as built (8 KiB for a bucket of up to 512
+%% keys, 1.6 MB for 100,000). A filter that has taken more adds than it was
+%% sized for is built again, at the new size, while it goes on answering.
+%% (It used to be 1 MiB whatever the bucket held: 2 MiB a node for the two
+%% buckets, most of a cluster node's memory growth beyond its sessions'.)
 %%
 %% == Keeping it true ==
 %% The filter only grows: a key that goes stays in it until the next build
@@ -41,7 +51,8 @@
 -ignore_xref([{init, 0}, {added, 2}, {ready, 1}]).
 
 -define(TAB, ?MODULE).
--define(BYTES, 1048576).
+-define(BITS_PER_KEY, 64).
+-define(MIN_KEYS, 1024).
 -define(RETRY_MS, 1000).
 -define(CALL_TIMEOUT, 5000).
 %% Builds in a row while the member list keeps changing under them.
@@ -75,7 +86,10 @@ added(Bucket, Key) ->
     %% ends in between has made its filter current before it stopped being
     %% the one built, so the key is in whichever filter is current after.
     [throng_bloom:add(B, Key) || {_, B} <- ets:lookup(?TAB, {Bucket, building})],
-    [throng_bloom:add(B, Key) || {_, _, B} <- ets:lookup(?TAB, {Bucket, current})],
+    [begin
+         throng_bloom:add(B, Key),
+         throng_bloom:count(B) > capacity(B) andalso build_soon(Bucket)
+     end || {_, _, B} <- ets:lookup(?TAB, {Bucket, current})],
     ok.
 
 %% @doc Stores Value under Key in Bucket (durable when it returns, as
@@ -118,13 +132,19 @@ builder(Bucket, Round) ->
 
 build(Bucket, Round) ->
     Epoch = throng_members:epoch(),
-    Bloom = throng_bloom:new(?BYTES),
-    true = ets:insert(?TAB, {{Bucket, building}, Bloom}),
-    try fill(Bucket, Bloom) of
-        Keys ->
+    try
+        %% Sized by a first count of the keys; one that comes before the
+        %% scan is counted in the adds, and if they outgrow the size, the
+        %% filter is built again.
+        Bloom = throng_bloom:new(bytes_for(length(throng_storage:kv_keys(Bucket)))),
+        true = ets:insert(?TAB, {{Bucket, building}, Bloom}),
+        {Bloom, fill(Bucket, Bloom)}
+    of
+        {Bloom, Keys} ->
             true = ets:insert(?TAB, {{Bucket, current}, Epoch, Bloom}),
             true = ets:delete(?TAB, {Bucket, building}),
-            logger:info(#{what => kv_filter_built, bucket => Bucket, keys => Keys, epoch => Epoch}),
+            logger:info(#{what => kv_filter_built, bucket => Bucket, keys => Keys, epoch => Epoch,
+                          bytes => throng_bloom:bytes(Bloom)}),
             case throng_members:epoch() of
                 Epoch -> ok;
                 _ when Round < ?MAX_ROUNDS -> build(Bucket, Round + 1);
@@ -144,6 +164,13 @@ fill(Bucket, Bloom) ->
     Keys = throng_storage:kv_keys(Bucket),
     lists:foreach(fun(K) -> throng_bloom:add(Bloom, K) end, Keys),
     length(Keys).
+
+%% The size of a filter for N keys, and how many adds a filter was sized for.
+bytes_for(N) ->
+    max(?MIN_KEYS, 2 * N) * ?BITS_PER_KEY div 8.
+
+capacity(Bloom) ->
+    throng_bloom:bytes(Bloom) * 8 div ?BITS_PER_KEY.
 
 %% Every other member lists this node.
 confirm([]) ->
