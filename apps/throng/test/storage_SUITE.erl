@@ -37,7 +37,8 @@ groups() ->
                            committed_data_survives_a_server_restart,
                            orphans_go_back_after_an_outage,
                            a_statement_that_waits_too_long_is_cancelled,
-                           a_borrower_killed_in_a_transaction_leaks_nothing]},
+                           a_borrower_killed_in_a_transaction_leaks_nothing,
+                           idle_connections_give_their_heap_back]},
          {mnesia_only, [], [batch_fsyncs_only_what_it_wrote]}].
 
 contract() ->
@@ -710,6 +711,31 @@ a_borrower_killed_in_a_transaction_leaks_nothing(Config) ->
                   =:= {ok, undefined, item(<<"bob">>), 1}
       end, 10000),
     ?assertEqual({1, [item(<<"bob">>)]}, ?ST:roster_get(<<"alice">>, ?S)).
+
+%% A large result leaves the driver's processes with a large heap; once the
+%% connection is idle, the pool's periodic collection gives it back.
+idle_connections_give_their_heap_back(Config) ->
+    PG = ?config(pg, Config),
+    #{pgsql := Pg} = Storage = throng_pg:storage(PG, throng_pg:new_database(PG)),
+    throng_ct:start(Config, #{storage => Storage#{pgsql => Pg#{pool_size => 1,
+                                                               idle_gc_interval => 300}}}),
+    {ok, Conn, Ref} = throng_pgsql_conn:checkout(throng_pgsql_1, 5000),
+    {ok, [{_, Rows}]} = throng_pgsql_conn:squery(
+                          Conn, "SELECT repeat('x', 200) FROM generate_series(1, 20000)", 10000),
+    ?assertEqual(20000, length(Rows)),
+    Heap = fun() -> {total_heap_size, W} = process_info(Conn, total_heap_size), W end,
+    Big = Heap(),
+    ct:pal("pgsql_proto heap after the result: ~b words", [Big]),
+    %% Lent: left alone.
+    timer:sleep(1000),
+    ?assert(Heap() >= Big div 2),
+    ok = throng_pgsql_conn:release(throng_pgsql_1, Ref),
+    throng_ct:wait_until(fun() -> Heap() < Big div 4 end, 10000),
+    ct:pal("pgsql_proto heap after the idle collection: ~b words", [Heap()]),
+    %% The connection still serves.
+    ?assertMatch({ok, undefined, _, 1},
+                 ?ST:roster_update(<<"alice">>, ?S, {<<"bob">>, ?S},
+                                   fun(_) -> {set, item(<<"bob">>)} end)).
 
 immediate_stop(#{bin := Bin, data := Data}) ->
     Cmd = case string:trim(os:cmd("id -u")) of

@@ -574,7 +574,14 @@ storage_spec() ->
                        #{type => {int, 100, 3600000}, default => 10000,
                          doc => "Milliseconds one statement may run (the server cancels it: "
                                 "statement_timeout) and a caller may wait for a free "
-                                "connection."}}},
+                                "connection."},
+                   idle_gc_interval =>
+                       #{type => {int, 0, 3600000}, default => 10000,
+                         doc => "Every this many milliseconds, a connection that nobody is "
+                                "using has the driver's processes garbage-collected, so that "
+                                "the heap a large result left behind goes back (without it "
+                                "their ten heaps stay at their high-water mark, about 1 MB "
+                                "per node under the paper scenario). 0 turns it off."}}},
             default => #{},
             doc => "The PostgreSQL database, when backend is pgsql (TCP only: the driver has "
                    "no Unix-socket support)."}}.

@@ -22,6 +22,13 @@
 %% Each new connection is set up the same way: TCP_NODELAY, UTF-8,
 %% synchronous commit on, no notices, the statement timeout, and every
 %% statement of {@link throng_pgsql_sql} prepared.
+%%
+%% Every `idle_gc_interval' ms, if the connection is not lent, the driver's
+%% two processes (pgsql_proto and the socket reader) are garbage-collected:
+%% they run with the default heap settings, which keep a heap at its
+%% high-water mark (a large result, a burst of writes) until a full
+%% collection that an idle process never reaches. Asynchronous: the pool
+%% process does not wait for it.
 -module(throng_pgsql_conn).
 -behaviour(gen_server).
 
@@ -34,7 +41,7 @@
 
 -type opts() :: #{host := binary(), port := inet:port_number(), database := binary(),
                   user := binary(), password := binary(), connect_timeout := pos_integer(),
-                  query_timeout := pos_integer()}.
+                  query_timeout := pos_integer(), idle_gc_interval => non_neg_integer()}.
 -export_type([opts/0]).
 
 -define(MIN_BACKOFF, 100).
@@ -169,13 +176,8 @@ result(Tag) -> {Tag, []}.
 %% inet_backend socket' the socket is no port and is not found: said once
 %% per connection, as a warning.
 nodelay(Conn) ->
-    Linked = fun(P) -> case erlang:process_info(P, links) of
-                           {links, L} -> L;
-                           undefined -> []
-                       end
-             end,
     case [inet:setopts(Port, [{nodelay, true}])
-          || Reader <- Linked(Conn), is_pid(Reader), Port <- Linked(Reader), is_port(Port),
+          || Reader <- linked(Conn), is_pid(Reader), Port <- linked(Reader), is_port(Port),
              erlang:port_info(Port, name) =:= {name, "tcp_inet"}] of
         [] -> logger:warning(#{what => pgsql_nodelay_not_set,
                                reason => "no inet driver socket (-kernel inet_backend socket?)",
@@ -183,6 +185,12 @@ nodelay(Conn) ->
         _ -> ok
     end,
     ok.
+
+linked(P) ->
+    case erlang:process_info(P, links) of
+        {links, L} -> L;
+        undefined -> []
+    end.
 
 %% Session settings: what a write's acknowledgement means must not depend
 %% on the server's or the role's defaults.
@@ -233,6 +241,7 @@ log_filter(Event, _) ->
 init({Name, Opts, Siblings}) ->
     process_flag(trap_exit, true),
     St = start_connect(#st{name = Name, opts = Opts, siblings = Siblings}),
+    idle_gc_timer(Opts),
     {ok, first_attempt(St)}.
 
 %% The outcome of the first attempt, if it comes within connect_timeout
@@ -313,9 +322,17 @@ handle_info({'DOWN', MRef, process, Pid, Why}, #st{holder = {_, _, MRef}, conn =
     {noreply, start_connect(lost(St#st{holder = undefined}))};
 handle_info(reconnect, #st{conn = undefined, helper = undefined} = St) ->
     {noreply, start_connect(St)};
+handle_info(idle_gc, #st{conn = Conn, holder = Holder, opts = Opts} = St) ->
+    Conn =/= undefined andalso Holder =:= undefined andalso
+        %% The connection and the processes linked to it but this one: its
+        %% socket reader (and, for a moment after connecting, the helper).
+        [erlang:garbage_collect(P, [{async, idle_gc}])
+         || P <- [Conn | linked(Conn)], is_pid(P), P =/= self()],
+    idle_gc_timer(Opts),
+    {noreply, St};
 handle_info(_Msg, St) ->
     %% Among them: the normal exit of a helper, the exit of a connection
-    %% already given up.
+    %% already given up, the answers of the idle collections.
     {noreply, St}.
 
 -spec terminate(term(), #st{}) -> ok.
@@ -323,6 +340,12 @@ terminate(_Why, #st{conn = undefined}) -> ok;
 terminate(_Why, #st{conn = Conn}) -> close(Conn).
 
 %%% Internals
+
+idle_gc_timer(#{idle_gc_interval := Ms}) when Ms > 0 ->
+    _ = erlang:send_after(Ms, self(), idle_gc),
+    ok;
+idle_gc_timer(_) ->
+    ok.
 
 %% The connection is gone: nobody holds it, and those waiting for it are
 %% told now rather than at their timeout.

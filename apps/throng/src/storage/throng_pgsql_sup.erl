@@ -54,4 +54,4 @@ options() ->
     Get = fun(Key) -> throng_config:get([storage, pgsql, Key]) end,
     #{host => Get(host), port => Get(port), database => Get(database), user => Get(user),
       password => Get(password), connect_timeout => Get(connect_timeout),
-      query_timeout => Get(query_timeout)}.
+      query_timeout => Get(query_timeout), idle_gc_interval => Get(idle_gc_interval)}.
