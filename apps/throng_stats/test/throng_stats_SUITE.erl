@@ -19,7 +19,8 @@
 all() ->
     [metrics_move_with_logins_and_messages, stats_json_moves_with_logins,
      prometheus_page_is_well_formed, connections_per_listener, auth_failures_counted,
-     latency_probes_are_answered, basic_auth_when_configured, unknown_paths_and_methods,
+     latency_probes_are_answered, collector_sleeps_between_ticks,
+     basic_auth_when_configured, unknown_paths_and_methods,
      queue_alarm_registered_process, queue_alarm_suspended_session, ctl_stats_once,
      stats_command_comes_and_goes, cli_stats_from_hidden_node, dist_traffic_counted,
      dashboard_renders_in_chromium,
@@ -331,6 +332,24 @@ bad_requests_answered_and_closed(_) ->
     {405, _} = recv_response(S2, 10000),
     {404, _} = recv_response(S2, 10000),
     gen_tcp:close(S2).
+
+%% Between ticks the collector sleeps hibernated, its heap cut to its live
+%% state (what a tick leaves behind is garbage), and it still ticks.
+collector_sleeps_between_ticks(_) ->
+    Pid = whereis(throng_stats_collector),
+    Ticks = fun() -> ticks(throng_stats:snapshot()) end,
+    T0 = Ticks(),
+    wait_for(fun() -> Ticks() >= T0 + 2 end, "two more ticks"),
+    wait_for(fun() -> process_info(Pid, current_function) =:=
+                          {current_function, {erlang, hibernate, 3}} end,
+             "the collector hibernated between ticks"),
+    wait_for(fun() -> Ticks() >= T0 + 3 end, "a tick after hibernating"),
+    ?assertEqual(Pid, whereis(throng_stats_collector)).
+
+ticks(#{series := Series}) ->
+    hd([trunc(Raw) || {throng_stats_ticks, [], Raw, _, _} <- Series] ++ [0]);
+ticks(_) ->
+    0.
 
 %%% The queue alarm: logged, exported, shown (page data and table)
 
