@@ -395,7 +395,6 @@ filter_not_trusted_after_a_member_change(_) ->
     ?assertEqual(<<"service-unavailable">>, condition(?C:recv_stanza(B))),
     ?assertEqual(0, throng_storage:offline_count(<<"alice">>, <<"localhost">>)).
 
-%% The filter is built on the first question; waits until it is trusted.
 %% The filter is sized for the lists there are (twice as many, at least
 %% 1,024, 8 bytes each), not fixed: 8 KiB for a bucket of a few lists. One
 %% that takes more lists than it was sized for is built again, bigger, and
@@ -421,6 +420,7 @@ filter_bytes() ->
     [{_, _, Bloom}] = ets:lookup(throng_kv_filter, {blocking, current}),
     throng_bloom:bytes(Bloom).
 
+%% The filter is built on the first question; waits until it is trusted.
 filter_ready() ->
     _ = throng_kv_filter:maybe(blocking, {<<"nobody">>, <<"localhost">>}),
     throng_ct:wait_until(fun() -> throng_kv_filter:ready(blocking) end, 5000).
