@@ -299,6 +299,43 @@ bad_utf8_test_() ->
               <<"<\xc3\x28/>">>, <<"<a\xff/>">>, <<"<a><![CDATA[\xe2\x82]]></a>">>,
               <<"<a>\xf0\x9f\x98</a>">>]].
 
+%% After 16 plain bytes the scanner searches with binary:match/3 for markup
+%% and a regular expression for control characters and non-ASCII bytes
+%% (throng_xml_el:patterns/0): each of those is found after a long run of
+%% plain bytes too, in text, both kinds of attribute value and CDATA.
+specials_after_a_long_run_test_() ->
+    Run = binary:copy(<<"x">>, 40),
+    Ctx = [{text, fun(T) -> <<"<a>", T/binary, "</a>">> end},
+           {dq, fun(T) -> <<"<a b=\"", T/binary, "\"/>">> end},
+           {sq, fun(T) -> <<"<a b='", T/binary, "'/>">> end},
+           {cdata, fun(T) -> <<"<a><![CDATA[", T/binary, "]]></a>">> end}],
+    Value = fun(#xmlel{attrs = [{_, V}]}) -> V;
+               (#xmlel{children = [{xmlcdata, V}]}) -> V
+            end,
+    lists:append(
+      [[{atom_to_list(K) ++ " control", ?_assertEqual('not-well-formed', stream_error(F(<<Run/binary, 1, Run/binary>>)))},
+        {atom_to_list(K) ++ " invalid UTF-8", ?_assertEqual('unsupported-encoding', stream_error(F(<<Run/binary, 16#FF, Run/binary>>)))},
+        {atom_to_list(K) ++ " U+FFFE", ?_assertEqual('not-well-formed', stream_error(F(<<Run/binary, 16#FFFE/utf8, Run/binary>>)))},
+        {atom_to_list(K) ++ " non-ASCII kept", ?_assertEqual(<<Run/binary, "é€"/utf8, Run/binary>>,
+                                                               Value(stanza(F(<<Run/binary, "é€"/utf8, Run/binary>>))))},
+        {atom_to_list(K) ++ " CR", ?_assertEqual(case K of text -> <<Run/binary, "\n", Run/binary>>;
+                                                          cdata -> <<Run/binary, "\n", Run/binary>>;
+                                                          _ -> <<Run/binary, " ", Run/binary>>
+                                                      end,
+                                                      Value(stanza(F(<<Run/binary, "\r\n", Run/binary>>))))}]
+       || {K, F} <- Ctx]).
+
+%% The compiled search patterns are made once per node and kept: they must
+%% stay small: 466 KB of binary memory, where every special byte in four
+%% Aho-Corasick sets took 1.43 MB.
+patterns_are_small_test() ->
+    persistent_term:erase(throng_xml_el),
+    Before = erlang:memory(binary),
+    Pats = throng_xml_el:patterns(),
+    Grown = erlang:memory(binary) - Before,
+    ?assert(is_tuple(Pats)),
+    ?assert(Grown < 640 * 1024, {grown, Grown}).
+
 errors_do_not_depend_on_chunking_test_() ->
     Bad = ["<a b='1' b='2'><!-- c --></a>", "<a><!-- c --><b b='1' b='2'/></a>",
            "<a>&#1;<!--</a>", "<a><b><c><d/></c></b></a>", "<a b='1' b='2'><b><c><d/></c></b></a>",

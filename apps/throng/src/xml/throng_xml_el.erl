@@ -132,17 +132,36 @@ value(B, P, Start, Quote, Pat, Acc) ->
 
 %% Runs of plain bytes are skipped by a short Erlang loop first: most runs in
 %% stanzas are a few bytes long, and the loop costs less than a BIF call.
-%% After ?RUN plain bytes the search goes on with binary:match/3 and Pat,
-%% which stops at the same bytes (and at ']' only as part of "]]>").
-next_stop(B, P, ?RUN, Pat) ->
-    case binary:match(B, Pat, [{scope, {P + ?RUN, byte_size(B) - P - ?RUN}}]) of
-        {Q, _} -> Q;
-        nomatch -> throw(incomplete)
+%% After ?RUN plain bytes the search goes on with Pat, {Markup, Special}:
+%% binary:match/3 finds the next markup, then first_special/4 the first
+%% special byte before it; together they stop at the same bytes as the loop
+%% (and at ']' only as part of "]]>").
+next_stop(B, P, ?RUN, {Markup, Special}) ->
+    From = P + ?RUN,
+    Size = byte_size(B),
+    Q = case binary:match(B, Markup, [{scope, {From, Size - From}}]) of
+            {Q0, _} -> Q0;
+            nomatch -> Size
+        end,
+    case first_special(B, From, Q, Special) of
+        Size -> throw(incomplete);
+        Stop -> Stop
     end;
 next_stop(B, P, N, _Pat) when P + N < byte_size(B) ->
     P + N;
 next_stop(_B, _P, _N, _Pat) ->
     throw(incomplete).
+
+%% The first special byte (a control character or a byte of a non-ASCII
+%% character) in B[From, To), or To. The markup patterns leave these bytes
+%% out (see patterns/0).
+first_special(_B, To, To, _Special) ->
+    To;
+first_special(B, From, To, Special) ->
+    case binary:match(B, Special, [{scope, {From, To - From}}]) of
+        {S, _} -> S;
+        nomatch -> To
+    end.
 
 attr_run(<<C, Rest/binary>>, N) when N < ?RUN, ?IS_PLAIN_ATTR(C) -> attr_run(Rest, N + 1);
 attr_run(_, N) -> N.
@@ -217,19 +236,25 @@ cdata_open(B, P, N) ->
         false -> throw({xml, 'restricted-xml', bang_text(N, C)})
     end.
 
-cdata(B, P, Start, Text, Pat) ->
-    case binary:match(B, Pat, [{scope, {P, byte_size(B) - P}}]) of
-        nomatch ->
+cdata(B, P, Start, Text, {End, Special} = Pat) ->
+    Size = byte_size(B),
+    Q = case binary:match(B, End, [{scope, {P, Size - P}}]) of
+            {Q0, _} -> Q0;
+            nomatch -> Size
+        end,
+    case first_special(B, P, Q, Special) of
+        Size ->
             throw(incomplete);
-        {Q, 3} ->
+        Q ->
+            %% "]]>" at Q
             {piece(B, Start, Q, Text), Q + 3};
-        {Q, _} ->
-            case binary:at(B, Q) of
+        S ->
+            case binary:at(B, S) of
                 $\r ->
-                    Q1 = skip_lf(B, Q + 1),
-                    cdata(B, Q1, Q1, [<<"\n">> | piece(B, Start, Q, Text)], Pat);
+                    S1 = skip_lf(B, S + 1),
+                    cdata(B, S1, S1, [<<"\n">> | piece(B, Start, S, Text)], Pat);
                 C when C >= 16#80 ->
-                    cdata(B, utf8_run(B, Q), Start, Text, Pat);
+                    cdata(B, utf8_run(B, S), Start, Text, Pat);
                 _ ->
                     throw(bad_char())
             end
@@ -472,13 +497,25 @@ bad_decl() -> nwf(<<"malformed XML declaration">>).
 %%% So each string the scanner looks for comes as a pair {Boyer-Moore,
 %%% Aho-Corasick}, the latter padded with a longer string that never changes
 %%% where the first match starts.
-
+%%%
+%%% Character data and attribute values must also stop at control
+%%% characters and at every byte of a non-ASCII character (to check its
+%%% UTF-8 and XML's Char rule). Those are 157 bytes, and binary:match/3's
+%%% Aho-Corasick automaton costs about 2 KB per byte of its set: four sets
+%%% that each held them took 1.43 MB of every node's binary memory. So they
+%%% are one set of their own, shared by the four, searched over the bytes
+%%% before the markup that the context's own small set found: the pair
+%%% {Markup, Special} stops where one set of both would. (A regular
+%%% expression of one character class would take a few hundred bytes, but
+%%% re:run/3 added 2 us to a chat message's parse; the second binary:match/3
+%%% adds 0.1-0.2 us.)
 -spec patterns() -> tuple().
 patterns() ->
     case persistent_term:get(?MODULE, undefined) of
         undefined ->
+            Special = binary:compile_pattern(special_bytes()),
             Keys = [text, cdata, dq, sq, lt, gt, $", $', cdata_end, stag, pi_end],
-            Pats = list_to_tuple([compile(pattern_bytes(K)) || K <- Keys]),
+            Pats = list_to_tuple([compile(pattern_bytes(K), Special) || K <- Keys]),
             persistent_term:put(?MODULE, Pats),
             Pats;
         Pats ->
@@ -488,10 +525,12 @@ patterns() ->
 %% Bytes that stop a run of plain character data: markup, references, CR
 %% (line ends are normalized), control characters and non-ASCII (checked as
 %% UTF-8).
-compile({pair, String}) ->
+compile({pair, String}, _Special) ->
     {binary:compile_pattern(String),
      binary:compile_pattern([String, <<String/binary, String/binary>>])};
-compile(Strings) ->
+compile({markup, Strings}, Special) ->
+    {binary:compile_pattern(Strings), Special};
+compile(Strings, _Special) ->
     binary:compile_pattern(Strings).
 
 pattern_bytes(lt) -> {pair, <<"<">>};
@@ -501,11 +540,13 @@ pattern_bytes($') -> {pair, <<"'">>};
 pattern_bytes(cdata_end) -> {pair, <<"]]>">>};
 pattern_bytes(pi_end) -> {pair, <<"?>">>};
 pattern_bytes(stag) -> [<<">">>, <<"\"">>, <<"'">>];
-pattern_bytes(text) -> [<<"<">>, <<"&">>, <<"]]>">> | special_bytes()];
-pattern_bytes(cdata) -> [<<"]]>">> | special_bytes()];
-pattern_bytes(dq) -> [<<"\"">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">> | special_bytes()];
-pattern_bytes(sq) -> [<<"'">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">> | special_bytes()].
+pattern_bytes(text) -> {markup, [<<"<">>, <<"&">>, <<"]]>">>]};
+pattern_bytes(cdata) -> {markup, [<<"]]>">>, <<"]]>]]>">>]};
+pattern_bytes(dq) -> {markup, [<<"\"">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">>]};
+pattern_bytes(sq) -> {markup, [<<"'">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">>]}.
 
+%% Control characters but TAB and LF (CR is normalized), and every byte of
+%% a non-ASCII character.
 special_bytes() ->
     [<<C>> || C <- lists:seq(0, 31), C =/= $\t, C =/= $\n] ++ [<<C>> || C <- lists:seq(128, 255)].
 
