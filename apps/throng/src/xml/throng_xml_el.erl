@@ -139,10 +139,7 @@ value(B, P, Start, Quote, Pat, Acc) ->
 next_stop(B, P, ?RUN, {Markup, Special}) ->
     From = P + ?RUN,
     Size = byte_size(B),
-    Q = case binary:match(B, Markup, [{scope, {From, Size - From}}]) of
-            {Q0, _} -> Q0;
-            nomatch -> Size
-        end,
+    Q = markup_at(B, From, Size, Markup),
     case first_special(B, From, Q, Special) of
         Size -> throw(incomplete);
         Stop -> Stop
@@ -151,6 +148,13 @@ next_stop(B, P, N, _Pat) when P + N < byte_size(B) ->
     P + N;
 next_stop(_B, _P, _N, _Pat) ->
     throw(incomplete).
+
+%% Where the first of the markup strings is in B[From, Size), or Size.
+markup_at(B, From, Size, Markup) ->
+    case binary:match(B, Markup, [{scope, {From, Size - From}}]) of
+        {Q, _} -> Q;
+        nomatch -> Size
+    end.
 
 %% The first special byte (a control character or a byte of a non-ASCII
 %% character) in B[From, To), or To. The markup patterns leave these bytes
@@ -238,10 +242,7 @@ cdata_open(B, P, N) ->
 
 cdata(B, P, Start, Text, {End, Special} = Pat) ->
     Size = byte_size(B),
-    Q = case binary:match(B, End, [{scope, {P, Size - P}}]) of
-            {Q0, _} -> Q0;
-            nomatch -> Size
-        end,
+    Q = markup_at(B, P, Size, End),
     case first_special(B, P, Q, Special) of
         Size ->
             throw(incomplete);
