@@ -133,14 +133,14 @@ value(B, P, Start, Quote, Pat, M0, Acc) ->
 %% Runs of plain bytes are skipped by a short Erlang loop first: most runs in
 %% stanzas are a few bytes long, and the loop costs less than a BIF call.
 %% After ?RUN plain bytes the search goes on with Pat, {Markup, Special}:
-%% binary:match/3 finds the next markup, then first_special/4 the first
+%% binary:match/3 finds the next markup, then first_of/4 the first
 %% special byte before it; together they stop at the same bytes as the loop
 %% (and at ']' only as part of "]]>").
 next_stop(B, P, ?RUN, {Markup, Special}, M) ->
     From = P + ?RUN,
     Size = byte_size(B),
     Q = markup_at(B, From, Size, Markup, M),
-    case first_special(B, From, Q, Special) of
+    case first_of(B, From, Q, Special) of
         Size -> throw(incomplete);
         Stop -> {Stop, Q}
     end;
@@ -158,18 +158,15 @@ next_stop(_B, _P, _N, _Pat, _M) ->
 markup_at(_B, From, _Size, _Markup, M) when From =< M ->
     M;
 markup_at(B, From, Size, Markup, _M) ->
-    case binary:match(B, Markup, [{scope, {From, Size - From}}]) of
-        {Q, _} -> Q;
-        nomatch -> Size
-    end.
+    first_of(B, From, Size, Markup).
 
-%% The first special byte (a control character or a byte of a non-ASCII
-%% character) in B[From, To), or To. The markup patterns leave these bytes
-%% out (see patterns/0).
-first_special(_B, To, To, _Special) ->
+%% Where the first match of Pattern starts in B[From, To), or To. With the
+%% shared Special set: the first control character or byte of a non-ASCII
+%% character, which the markup sets leave out (see patterns/0).
+first_of(_B, To, To, _Pattern) ->
     To;
-first_special(B, From, To, Special) ->
-    case binary:match(B, Special, [{scope, {From, To - From}}]) of
+first_of(B, From, To, Pattern) ->
+    case binary:match(B, Pattern, [{scope, {From, To - From}}]) of
         {S, _} -> S;
         nomatch -> To
     end.
@@ -250,7 +247,7 @@ cdata_open(B, P, N) ->
 cdata(B, P, Start, Text, {End, Special} = Pat, M) ->
     Size = byte_size(B),
     Q = markup_at(B, P, Size, End, M),
-    case first_special(B, P, Q, Special) of
+    case first_of(B, P, Q, Special) of
         Size ->
             throw(incomplete);
         Q ->
