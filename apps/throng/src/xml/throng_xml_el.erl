@@ -112,7 +112,8 @@ value(B, P, Start, Quote, Pat, M0, Acc) ->
     case binary:at(B, Q) of
         Quote ->
             {text(B, Start, Q, Acc), Q + 1};
-        C when C =:= $"; C =:= $' ->
+        C when C =:= $"; C =:= $'; C =:= $] ->
+            %% The other quote, or "]]>" (a stop of the attention set).
             value(B, Q + 1, Start, Quote, Pat, M, Acc);
         $& ->
             {Ch, Q1} = ref(B, Q),
@@ -132,37 +133,43 @@ value(B, P, Start, Quote, Pat, M0, Acc) ->
 
 %% Runs of plain bytes are skipped by a short Erlang loop first: most runs in
 %% stanzas are a few bytes long, and the loop costs less than a BIF call.
-%% After ?RUN plain bytes the search goes on with Pat, {Markup, Special}:
-%% binary:match/3 finds the next markup, then first_of/4 the first
-%% special byte before it; together they stop at the same bytes as the loop
-%% (and at ']' only as part of "]]>").
-next_stop(B, P, ?RUN, {Markup, Special}, M) ->
+%% After ?RUN plain bytes binary:match/3 goes on with the shared attention
+%% set (see patterns/0): in character data it stops where the loop does
+%% (and at ']' only as part of "]]>"); in a CDATA section also at '<' and
+%% '&', which cdata/5 steps over. An attribute value's Pat is {Attention,
+%% Own}: its quotes, TAB and LF are searched for in the bytes before the
+%% attention stop, which also stops at "]]>" there (stepped over). M is
+%% that stop, kept for the rest of the value (see attention_at/5).
+next_stop(B, P, ?RUN, {Attention, Own}, M) when is_tuple(Own) ->
+    %% (a compiled pattern is a pair too, of an atom and a reference)
     From = P + ?RUN,
     Size = byte_size(B),
-    Q = markup_at(B, From, Size, Markup, M),
-    case first_of(B, From, Q, Special) of
+    Q = attention_at(B, From, Size, Attention, M),
+    case first_of(B, From, Q, Own) of
         Size -> throw(incomplete);
         Stop -> {Stop, Q}
+    end;
+next_stop(B, P, ?RUN, Attention, M) ->
+    case first_of(B, P + ?RUN, byte_size(B), Attention) of
+        Stop when Stop < byte_size(B) -> {Stop, M};
+        _ -> throw(incomplete)
     end;
 next_stop(B, P, N, _Pat, M) when P + N < byte_size(B) ->
     {P + N, M};
 next_stop(_B, _P, _N, _Pat, _M) ->
     throw(incomplete).
 
-%% Where the first of the markup strings is in B[From, Size), or Size. M is
-%% where an earlier search of the same loop (the same text, attribute value
-%% or CDATA section) found it, or -1: from a From at or before M, M is still
-%% the answer. Without it, a text with a special byte every 20 bytes would
-%% be searched to its end at each of them (quadratic: 60 KB of such text
-%% took 200 ms instead of 0.4).
-markup_at(_B, From, _Size, _Markup, M) when From =< M ->
+%% Where the attention set first stops in B[From, Size), or Size. M is where
+%% an earlier search of the same attribute value found it, or -1: from a
+%% From at or before M, M is still the answer. Without it, a value with a
+%% quote, TAB or LF every 20 bytes would be searched to its end at each of
+%% them (quadratic: 60 KB of such a value took 200 ms instead of 0.4).
+attention_at(_B, From, _Size, _Attention, M) when From =< M ->
     M;
-markup_at(B, From, Size, Markup, _M) ->
-    first_of(B, From, Size, Markup).
+attention_at(B, From, Size, Attention, _M) ->
+    first_of(B, From, Size, Attention).
 
-%% Where the first match of Pattern starts in B[From, To), or To. With the
-%% shared Special set: the first control character or byte of a non-ASCII
-%% character, which the markup sets leave out (see patterns/0).
+%% Where the first match of Pattern starts in B[From, To), or To.
 first_of(_B, To, To, _Pattern) ->
     To;
 first_of(B, From, To, Pattern) ->
@@ -220,7 +227,7 @@ markup(B, Q, Name, Left, Text, Acc, Pats) ->
             end;
         $! ->
             P1 = cdata_open(B, Q + 2),
-            {Text1, P2} = cdata(B, P1, P1, Text, element(?P_CDATA, Pats), -1),
+            {Text1, P2} = cdata(B, P1, P1, Text, element(?P_CDATA, Pats)),
             content(B, P2, P2, Name, Left, Text1, Acc, Pats, -1);
         $? ->
             throw({xml, 'restricted-xml', <<"processing instruction in stream">>});
@@ -244,22 +251,25 @@ cdata_open(B, P, N) ->
         false -> throw({xml, 'restricted-xml', bang_text(N, C)})
     end.
 
-cdata(B, P, Start, Text, {End, Special} = Pat, M) ->
+%% A CDATA section's content from P to "]]>". The attention set also stops
+%% at '<' and '&', which are plain here.
+cdata(B, P, Start, Text, Attention) ->
     Size = byte_size(B),
-    Q = markup_at(B, P, Size, End, M),
-    case first_of(B, P, Q, Special) of
+    case first_of(B, P, Size, Attention) of
         Size ->
             throw(incomplete);
-        Q ->
-            %% "]]>" at Q
-            {piece(B, Start, Q, Text), Q + 3};
         S ->
             case binary:at(B, S) of
+                $] ->
+                    %% "]]>" at S
+                    {piece(B, Start, S, Text), S + 3};
                 $\r ->
                     S1 = skip_lf(B, S + 1),
-                    cdata(B, S1, S1, [<<"\n">> | piece(B, Start, S, Text)], Pat, Q);
+                    cdata(B, S1, S1, [<<"\n">> | piece(B, Start, S, Text)], Attention);
                 C when C >= 16#80 ->
-                    cdata(B, utf8_run(B, S), Start, Text, Pat, Q);
+                    cdata(B, utf8_run(B, S), Start, Text, Attention);
+                C when C =:= $<; C =:= $& ->
+                    cdata(B, S + 1, Start, Text, Attention);
                 _ ->
                     throw(bad_char())
             end
@@ -507,36 +517,38 @@ bad_decl() -> nwf(<<"malformed XML declaration">>).
 %%% characters and at every byte of a non-ASCII character (to check its
 %%% UTF-8 and XML's Char rule). Those are 157 bytes, and binary:match/3's
 %%% Aho-Corasick automaton costs about 2 KB per byte of its set: four sets
-%%% that each held them took 1.43 MB of every node's binary memory. So they
-%%% are one set of their own, shared by the four, searched over the bytes
-%%% before the markup that the context's own small set found: the pair
-%%% {Markup, Special} stops where one set of both would. The cost: a long
-%%% run of plain text is read twice (63 KB: ~240 instead of ~135 us); a chat
-%%% message's parse did not change measurably. (A regular expression of one
-%%% character class would take a few hundred bytes, but re:run/3 added 2 us
-%%% to a chat message's parse.)
+%%% that each held them with their context's markup took 1.43 MB of every
+%%% node's binary memory. So character data, CDATA sections and both kinds
+%%% of attribute value share one attention set: those bytes and the markup
+%%% of character data ('<', '&', "]]>"). Not the quotes, TAB and LF, which
+%%% only attribute values care about and which are common in long texts
+%%% (prose, base64 lines): an attribute value searches for them in the
+%%% bytes before the attention stop, with a set of four bytes. A CDATA
+%%% section steps over '<' and '&'. A long run of character data or CDATA
+%%% is read once; a long attribute value twice. (A regular expression of
+%%% one character class would take a few hundred bytes, but re:run/3 added
+%%% 2 us to a chat message's parse.)
 -spec patterns() -> tuple().
 patterns() ->
     case persistent_term:get(?MODULE, undefined) of
         undefined ->
-            Special = binary:compile_pattern(special_bytes()),
+            Attention = binary:compile_pattern(attention()),
             Keys = [text, cdata, dq, sq, lt, gt, $", $', cdata_end, stag, pi_end],
-            Pats = list_to_tuple([compile(pattern_bytes(K), Special) || K <- Keys]),
+            Pats = list_to_tuple([compile(pattern_bytes(K), Attention) || K <- Keys]),
             persistent_term:put(?MODULE, Pats),
             Pats;
         Pats ->
             Pats
     end.
 
-%% Bytes that stop a run of plain character data: markup, references, CR
-%% (line ends are normalized), control characters and non-ASCII (checked as
-%% UTF-8).
-compile({pair, String}, _Special) ->
+compile({pair, String}, _Attention) ->
     {binary:compile_pattern(String),
      binary:compile_pattern([String, <<String/binary, String/binary>>])};
-compile({markup, Strings}, Special) ->
-    {binary:compile_pattern(Strings), Special};
-compile(Strings, _Special) ->
+compile(attention, Attention) ->
+    Attention;
+compile({attention, Strings}, Attention) ->
+    {Attention, binary:compile_pattern(Strings)};
+compile(Strings, _Attention) ->
     binary:compile_pattern(Strings).
 
 pattern_bytes(lt) -> {pair, <<"<">>};
@@ -546,15 +558,19 @@ pattern_bytes($') -> {pair, <<"'">>};
 pattern_bytes(cdata_end) -> {pair, <<"]]>">>};
 pattern_bytes(pi_end) -> {pair, <<"?>">>};
 pattern_bytes(stag) -> [<<">">>, <<"\"">>, <<"'">>];
-pattern_bytes(text) -> {markup, [<<"<">>, <<"&">>, <<"]]>">>]};
-pattern_bytes(cdata) -> {markup, [<<"]]>">>, <<"]]>]]>">>]};
-pattern_bytes(dq) -> {markup, [<<"\"">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">>]};
-pattern_bytes(sq) -> {markup, [<<"'">>, <<"<">>, <<"&">>, <<"\t">>, <<"\n">>]}.
+pattern_bytes(text) -> attention;
+pattern_bytes(cdata) -> attention;
+pattern_bytes(dq) -> {attention, [<<"\"">>, <<"'">>, <<"\t">>, <<"\n">>]};
+pattern_bytes(sq) -> {attention, [<<"\"">>, <<"'">>, <<"\t">>, <<"\n">>]}.
 
-%% Control characters but TAB and LF (CR is normalized), and every byte of
-%% a non-ASCII character.
-special_bytes() ->
-    [<<C>> || C <- lists:seq(0, 31), C =/= $\t, C =/= $\n] ++ [<<C>> || C <- lists:seq(128, 255)].
+%% The bytes that stop a run of plain character data: markup, references,
+%% CR (line ends are normalized), the other control characters and every
+%% byte of a non-ASCII character (checked as UTF-8); ']' only as part of
+%% "]]>".
+attention() ->
+    [<<"<">>, <<"&">>, <<"]]>">>] ++
+        [<<C>> || C <- lists:seq(0, 31), C =/= $\t, C =/= $\n] ++
+        [<<C>> || C <- lists:seq(128, 255)].
 
 
 -spec skip_ws(binary(), non_neg_integer()) -> non_neg_integer().
