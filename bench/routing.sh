@@ -6,6 +6,10 @@
 # recipient had already left at the end). Load generator on the same machine.
 #
 #   bench/routing.sh [USERS]          (default 2000: ~20,000 messages/s offered)
+#   SIZE=400 THINK=250ms              another body size (bytes, default 64) and
+#                                     time between a user's messages (default 100ms)
+#   THRONG_LISTEN_EXTRA="    recv_buffer: 1024"   more listener settings
+#                                     (bench/bench_throng.sh)
 # SERVER_CPUS / LOAD_CPUS (taskset CPU lists, e.g. 0 and 1) pin the server
 # and the load generator to separate cores: the server's capacity per core
 # without the load generator competing for it.
@@ -17,7 +21,13 @@ users=${1:-2000}
 work=$(mktemp -d /tmp/throng-routing.XXXXXX)
 trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf "$work"' EXIT INT TERM
 pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 1 2>/dev/null | tail -n 1)
-$pin_load "$root/bin/throng-bench" xmpp --scenario "$root/bench/bench_chat.yml" --users "$users" --rate 1000 \
+scenario="$root/bench/bench_chat.yml"
+if [ -n "${SIZE:-}${THINK:-}" ]; then
+    sed -e "s/size: 64\$/size: ${SIZE:-64}/" -e "s/think: {constant: 100ms}/think: {constant: ${THINK:-100ms}}/" \
+        "$scenario" > "$work/chat.yml"
+    scenario="$work/chat.yml"
+fi
+$pin_load "$root/bin/throng-bench" xmpp --scenario "$scenario" --users "$users" --rate 1000 \
     --server-pid "$pid" --out "$work/out" --no-progress >/dev/null
 /usr/bin/python3 - "$work/out/summary.json" <<'PY'
 import json, sys

@@ -46,7 +46,8 @@ init_per_testcase(TC, Config) ->
                 %% active_n 4: the reads a pause cannot take back, those
                 %% the driver delivered before the session paused it, are
                 %% at most 4 of recv_buffer (256) bytes (the bound below).
-                #{listener => #{shaper_rate => 20000, shaper_burst => 4000, active_n => 4}};
+                #{listener => #{shaper_rate => 20000, shaper_burst => 4000, active_n => 4,
+                                recv_buffer => 256}};
             max_connections_queues -> #{listener => #{max_connections => 2}};
             slow_reader_is_cut_off ->
                 %% Room offline for the whole flood (24 MB): bounces of what
