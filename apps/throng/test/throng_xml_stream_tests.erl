@@ -407,7 +407,7 @@ special_bytes_keep_the_parse_linear_test_() ->
      || {K, F} <- Ctx].
 
 %% The compiled search patterns are made once per node and kept: they must
-%% stay small: 476 KB of binary memory, where every special byte in four
+%% stay small: 466 KB of binary memory, where every special byte in four
 %% Aho-Corasick sets took 1.43 MB.
 patterns_are_small_test() ->
     persistent_term:erase(throng_xml_el),

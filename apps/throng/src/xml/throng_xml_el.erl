@@ -32,7 +32,7 @@ el(B, P0, Left, Pats) ->
         {Attrs, P2, empty} ->
             {#xmlel{name = Name, attrs = Attrs}, P2};
         {Attrs, P2, open} ->
-            {Children, P3} = content(B, P2, P2, Name, Left, [], [], Pats, -1),
+            {Children, P3} = content(B, P2, P2, Name, Left, [], [], Pats),
             {#xmlel{name = Name, attrs = Attrs, children = Children}, P3}
     end.
 
@@ -150,9 +150,10 @@ next_stop(B, P, ?RUN, {Attention, Own}, M) when is_tuple(Own) ->
         Stop -> {Stop, Q}
     end;
 next_stop(B, P, ?RUN, Attention, M) ->
-    case first_of(B, P + ?RUN, byte_size(B), Attention) of
-        Stop when Stop < byte_size(B) -> {Stop, M};
-        _ -> throw(incomplete)
+    Size = byte_size(B),
+    case first_of(B, P + ?RUN, Size, Attention) of
+        Size -> throw(incomplete);
+        Stop -> {Stop, M}
     end;
 next_stop(B, P, N, _Pat, M) when P + N < byte_size(B) ->
     {P + N, M};
@@ -186,27 +187,28 @@ text_run(_, N) -> N.
 
 %% Content of element Name from Start (text not yet taken) and P (where to
 %% look next). Text is the pending text pieces, newest first.
-content(B, P, Start, Name, Left, Text, Acc, Pats, M0) ->
+content(B, P, Start, Name, Left, Text, Acc, Pats) ->
     <<_:P/binary, Rest/binary>> = B,
-    {Q, M} = next_stop(B, P, text_run(Rest, 0), element(?P_TEXT, Pats), M0),
+    %% (no stop to keep: the search stops where character data does)
+    {Q, _} = next_stop(B, P, text_run(Rest, 0), element(?P_TEXT, Pats), -1),
     case binary:at(B, Q) of
         $< ->
             markup(B, Q, Name, Left, piece(B, Start, Q, Text), Acc, Pats);
         $& ->
             {Ch, Q1} = ref(B, Q),
-            content(B, Q1, Q1, Name, Left, [Ch | piece(B, Start, Q, Text)], Acc, Pats, M);
+            content(B, Q1, Q1, Name, Left, [Ch | piece(B, Start, Q, Text)], Acc, Pats);
         $\r ->
             Q1 = skip_lf(B, Q + 1),
-            content(B, Q1, Q1, Name, Left, [<<"\n">> | piece(B, Start, Q, Text)], Acc, Pats, M);
+            content(B, Q1, Q1, Name, Left, [<<"\n">> | piece(B, Start, Q, Text)], Acc, Pats);
         $] ->
             case B of
                 <<_:Q/binary, "]]>", _/binary>> -> throw(nwf(<<"']]>' in character data">>));
                 <<_:Q/binary, "]]">> -> throw(incomplete);
                 <<_:Q/binary, "]">> -> throw(incomplete);
-                _ -> content(B, Q + 1, Start, Name, Left, Text, Acc, Pats, M)
+                _ -> content(B, Q + 1, Start, Name, Left, Text, Acc, Pats)
             end;
         C when C >= 16#80 ->
-            content(B, utf8_run(B, Q), Start, Name, Left, Text, Acc, Pats, M);
+            content(B, utf8_run(B, Q), Start, Name, Left, Text, Acc, Pats);
         _ ->
             throw(bad_char())
     end.
@@ -228,14 +230,14 @@ markup(B, Q, Name, Left, Text, Acc, Pats) ->
         $! ->
             P1 = cdata_open(B, Q + 2),
             {Text1, P2} = cdata(B, P1, P1, Text, element(?P_CDATA, Pats)),
-            content(B, P2, P2, Name, Left, Text1, Acc, Pats, -1);
+            content(B, P2, P2, Name, Left, Text1, Acc, Pats);
         $? ->
             throw({xml, 'restricted-xml', <<"processing instruction in stream">>});
         _ when Left =:= 0 ->
             throw({xml, 'policy-violation', <<"elements nested too deeply">>});
         _ ->
             {El, P1} = el(B, Q + 1, Left - 1, Pats),
-            content(B, P1, P1, Name, Left, [], [El | add_text(Text, Acc)], Pats, -1)
+            content(B, P1, P1, Name, Left, [], [El | add_text(Text, Acc)], Pats)
     end.
 
 %% After '<!': "[CDATA[" or a forbidden declaration.
@@ -534,7 +536,11 @@ patterns() ->
         undefined ->
             Attention = binary:compile_pattern(attention()),
             Keys = [text, cdata, dq, sq, lt, gt, $", $', cdata_end, stag, pi_end],
-            Pats = list_to_tuple([compile(pattern_bytes(K), Attention) || K <- Keys]),
+            Specs = [pattern_bytes(K) || K <- Keys],
+            %% Contexts with the same stops (text and cdata, dq and sq)
+            %% share one compiled pattern.
+            Compiled = maps:from_list([{S, compile(S, Attention)} || S <- lists:usort(Specs)]),
+            Pats = list_to_tuple([maps:get(S, Compiled) || S <- Specs]),
             persistent_term:put(?MODULE, Pats),
             Pats;
         Pats ->
