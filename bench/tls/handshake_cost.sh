@@ -3,7 +3,10 @@
 # part inside Throng (the NIF built with TIMING=1, in a copy of the
 # release), around real logins over direct TLS, full and resumed (the
 # login rows 10 and 11 of bench/tls/logins.sh); then the same handshakes
-# with rustls (ring), in memory, for comparison, when cargo is installed.
+# in memory, by one method, with three engines: OpenSSL 3.0 and GnuTLS 3.7
+# (bench/tls/engines_handshake.c, needs libgnutls28-dev) and rustls (ring,
+# when cargo is installed). All with the server's suite order, AES-128-GCM
+# first, as Throng.
 #
 #   bench/tls/handshake_cost.sh [N] [C]     (default 1000 logins, 10 at a time)
 #   CERTFILE=path.pem                        the server's certificate (default: the
@@ -42,16 +45,26 @@ HS_TIMING_OUT="$tmp/timing.txt" THRONG_REL="$tmp/rel" TLS_VARIANTS=10,11 \
     | grep -v "^throng:\|^Registered"
 echo "OpenSSL's part of those logins (the full handshakes, then the resumed ones):"
 cat "$tmp/timing.txt" 2>/dev/null || echo "  (no timing: the NIF's TIMING build did not load)"
+pem=${CERTFILE:-}
+if [ -z "$pem" ]; then
+    pem="$tmp/ec.pem"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=localhost -keyout "$tmp/ec.key" -out "$tmp/ec.crt" 2>/dev/null
+    cat "$tmp/ec.crt" "$tmp/ec.key" > "$pem"
+fi
+echo "== OpenSSL and GnuTLS (Debian's), the same handshakes in memory (bench/tls/engines_handshake.c)"
+if cc -O2 -o "$tmp/engines_handshake" "$root/bench/tls/engines_handshake.c" -lssl -lcrypto -lgnutls; then
+    for engine in openssl gnutls; do
+        for kind in full resumed; do
+            AES128=1 "$tmp/engines_handshake" "$pem" "$N" "$kind" "$engine"
+        done
+    done
+else
+    echo "(no build of engines_handshake.c: apt-get install libgnutls28-dev libssl-dev)"
+fi
 if command -v cargo >/dev/null 2>&1; then
     echo "== rustls (ring), the same handshakes in memory"
     (cd "$root/bench/tls/rustls_handshake" && cargo build --release -q)
-    pem=${CERTFILE:-}
-    if [ -z "$pem" ]; then
-        pem="$tmp/ec.pem"
-        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-            -subj /CN=localhost -keyout "$tmp/ec.key" -out "$tmp/ec.crt" 2>/dev/null
-        cat "$tmp/ec.crt" "$tmp/ec.key" > "$pem"
-    fi
     for kind in full resumed; do
         "$root/bench/tls/rustls_handshake/target/release/rustls_handshake" "$pem" "$N" "$kind"
     done

@@ -231,17 +231,22 @@ static int slow_key(SSL_CTX *ctx) {
 static SSL_CTX *make_ctx(const char *path, const char **what) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) { *what = "SSL_CTX_new"; return NULL; }
-    /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only. */
+    /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only. The
+     * server's order, AES-128-GCM first: TLS 1.3's mandatory suite (RFC
+     * 8446 9.1), at the 128-bit level of the X25519 / P-256 key exchange,
+     * and its key schedule hashes with SHA-256, not SHA-384: ~30 us less
+     * per handshake here (docs/tls.md, "The suites' order"). A client that
+     * lists ChaCha20-Poly1305 first (no AES instructions) gets it. */
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    if (!SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20")
-        || !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:"
-                                          "TLS_AES_128_GCM_SHA256")) {
+    if (!SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM+AES128:ECDHE+AESGCM+AES256:ECDHE+CHACHA20")
+        || !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                                          "TLS_CHACHA20_POLY1305_SHA256")) {
         SSL_CTX_free(ctx);
         *what = "cipher list";
         return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION
-                             | SSL_OP_CIPHER_SERVER_PREFERENCE);
+                             | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
     /* Resumption by stateless tickets only (keyed by the first context):
      * no server-side session cache to grow with the connections. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);

@@ -18,7 +18,8 @@ all() ->
      ticket_goes_out_with_the_first_record, ticket_before_close_notify,
      ticket_before_key_update,
      slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
-     tls12_write_key_limit_ends_writing,
+     tls12_write_key_limit_ends_writing, server_prefers_aes_128_gcm,
+     chacha20_when_the_client_puts_it_first,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -90,6 +91,38 @@ each_tls12(Config, Cert, KeyExchange) ->
          echo(C, S, <<"and again">>),
          stop(C, S)
      end || Suite <- Suites],
+    ok.
+
+%% Whatever order the client lists the suites in (OTP ssl lists AES-256
+%% first), the server picks AES-128-GCM: TLS 1.3's mandatory suite, whose
+%% key schedule hashes with SHA-256 (SHA-384 for AES-256 costs ~30 us more
+%% per handshake; docs/tls.md). Both versions, both certificate types.
+server_prefers_aes_128_gcm(Config) ->
+    [begin
+         All = suites(V),
+         ?assertMatch(#{cipher := aes_256_gcm}, hd(All)),    % the client's own order
+         {C, S} = connect(Config, Cert, [{versions, [V]}, {ciphers, All}]),
+         {ok, [{selected_cipher_suite, Selected}]} =
+             ssl:connection_information(C, [selected_cipher_suite]),
+         ?assertMatch(#{cipher := aes_128_gcm, prf := sha256}, Selected),
+         echo(C, S, <<"a hundred and twenty-eight">>),
+         stop(C, S)
+     end || V <- ['tlsv1.3', 'tlsv1.2'], Cert <- [rsa, ec]],
+    ok.
+
+%% A client that lists ChaCha20-Poly1305 first (a phone without AES
+%% instructions) gets it (OpenSSL's SSL_OP_PRIORITIZE_CHACHA).
+chacha20_when_the_client_puts_it_first(Config) ->
+    [begin
+         All = suites(V),
+         Chacha = [S || #{cipher := chacha20_poly1305} = S <- All],
+         {C, S} = connect(Config, Cert, [{versions, [V]}, {ciphers, Chacha ++ (All -- Chacha)}]),
+         {ok, [{selected_cipher_suite, Selected}]} =
+             ssl:connection_information(C, [selected_cipher_suite]),
+         ?assertMatch(#{cipher := chacha20_poly1305}, Selected),
+         echo(C, S, <<"chacha">>),
+         stop(C, S)
+     end || V <- ['tlsv1.3', 'tlsv1.2'], Cert <- [rsa, ec]],
     ok.
 
 %% More than a record's worth each way, so records are split and joined.

@@ -4,7 +4,8 @@
 //! process and exchange their flights through buffers; only the server's
 //! calls are timed (thread CPU time): reading the client's flight,
 //! processing it, writing its own. The server is configured as Throng's:
-//! TLS 1.3, stateless tickets (one per handshake), no session cache.
+//! TLS 1.3, stateless tickets (one per handshake), no session cache, the
+//! server's suite order with AES-128-GCM first.
 //!
 //!   rustls_handshake PEM N full|resumed
 //!
@@ -60,12 +61,21 @@ fn main() {
     let resumed = args[3] == "resumed";
     let certs: Vec<CertificateDer> = rustls_pemfile::certs(&mut &pem[..]).map(|c| c.unwrap()).collect();
     let key: PrivateKeyDer = rustls_pemfile::private_key(&mut &pem[..]).unwrap().expect("a private key");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // The server's order, as Throng's (AES-128-GCM first: its key schedule
+    // hashes with SHA-256), whatever order the client lists them in.
+    let mut ring = rustls::crypto::ring::default_provider();
+    ring.cipher_suites.sort_by_key(|s| match s.suite() {
+        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
+        rustls::CipherSuite::TLS13_AES_256_GCM_SHA384 => 1,
+        _ => 2,
+    });
+    let provider = Arc::new(ring);
     let mut server = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13]).unwrap()
         .with_no_client_auth().with_single_cert(certs, key).unwrap();
     server.ticketer = rustls::crypto::ring::Ticketer::new().unwrap();
     server.send_tls13_tickets = 1;
+    server.ignore_client_order = true;
     server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     let server = Arc::new(server);
     let mut client = ClientConfig::builder_with_provider(provider)
