@@ -11,8 +11,12 @@
  * crypto application) is throng_tls_record's.
  *
  * Functions (throng_tls_nif.erl):
- *   ctx_new(CertFile, [{Name, File}]) -> {ok, Ctx} | {error, Reason}
- *                                   (the default certificate, and one per SNI name)
+ *   new_ctx(CertFile, [{Name, File}], {MinVersion, MaxVersion, Ciphers12, Suites13, Groups})
+ *                                -> {ok, Ctx} | {error, Reason}
+ *                                   (the default certificate, and one per SNI name;
+ *                                    versions 12 or 13; OpenSSL's cipher list for TLS
+ *                                    1.2 (empty: TLS 1.2 is off), its TLS 1.3 suite
+ *                                    list and its groups list)
  *   conn_new(Ctx)                -> Conn
  *   handshake(Conn, Bytes)       -> {more, Out} | {done, Out, Info, Rest}
  *                                 | {error, Reason, Out}
@@ -225,24 +229,41 @@ static int slow_key(SSL_CTX *ctx) {
     }
 }
 
+/* The configuration's `tls' section, in OpenSSL's words (throng_tls_nif.erl
+ * makes them from throng_config_spec's names, which only name what the
+ * record layer implements). */
+typedef struct {
+    int min_version, max_version;   /* TLS1_2_VERSION or TLS1_3_VERSION */
+    char ciphers12[512];            /* "" when TLS 1.2 is off */
+    char suites13[256];
+    char groups[256];
+} settings_t;
+
 /* A server context for one PEM file (chain and key). Every context gets the
  * same settings: after SNI switches a connection to another context, the
  * callbacks that run are that context's. */
-static SSL_CTX *make_ctx(const char *path, const char **what) {
+static SSL_CTX *make_ctx(const char *path, const settings_t *set, const char **what) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) { *what = "SSL_CTX_new"; return NULL; }
-    /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only. The
-     * server's order, AES-128-GCM first: TLS 1.3's mandatory suite (RFC
-     * 8446 9.1), at the 128-bit level of the X25519 / P-256 key exchange,
-     * and its key schedule hashes with SHA-256, not SHA-384: ~30 us less
-     * per handshake here (docs/tls.md, "The suites' order"). A client that
-     * lists ChaCha20-Poly1305 first (no AES instructions) gets it. */
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    if (!SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM+AES128:ECDHE+AESGCM+AES256:ECDHE+CHACHA20")
-        || !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
-                                          "TLS_CHACHA20_POLY1305_SHA256")) {
+    /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only: the
+     * configuration's (tls.versions, tls.ciphers, tls.groups), which can
+     * name nothing else. The server's order; by default AES-128-GCM first:
+     * TLS 1.3's mandatory suite (RFC 8446 9.1), at the 128-bit level of
+     * the X25519 / P-256 key exchange, and its key schedule hashes with
+     * SHA-256, not SHA-384: ~20-30 us less per handshake here (docs/tls.md,
+     * "The suites' order"). A client that lists ChaCha20-Poly1305 first (no
+     * AES instructions) gets it. */
+    if (!SSL_CTX_set_min_proto_version(ctx, set->min_version)
+        || !SSL_CTX_set_max_proto_version(ctx, set->max_version)
+        || (set->ciphers12[0] && !SSL_CTX_set_cipher_list(ctx, set->ciphers12))
+        || !SSL_CTX_set_ciphersuites(ctx, set->suites13)) {
         SSL_CTX_free(ctx);
-        *what = "cipher list";
+        *what = "tls.versions or tls.ciphers";
+        return NULL;
+    }
+    if (!SSL_CTX_set1_groups_list(ctx, set->groups)) {
+        SSL_CTX_free(ctx);
+        *what = "tls.groups";
         return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION
@@ -278,13 +299,31 @@ static int get_path(ErlNifEnv *env, ERL_NIF_TERM t, char *buf, size_t size) {
     return 1;
 }
 
-/* ctx_new(DefaultFile, [{Name, File}]): the default context, and one per
- * distinct file named for SNI. */
-static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+/* {MinVersion, MaxVersion, Ciphers12, Suites13, Groups} */
+static int get_settings(ErlNifEnv *env, ERL_NIF_TERM t, settings_t *set) {
+    const ERL_NIF_TERM *f;
+    int arity, min, max;
+    if (!enif_get_tuple(env, t, &arity, &f) || arity != 5
+        || !enif_get_int(env, f[0], &min) || !enif_get_int(env, f[1], &max)
+        || (min != 12 && min != 13) || (max != 12 && max != 13) || min > max
+        || !get_path(env, f[2], set->ciphers12, sizeof set->ciphers12)
+        || !get_path(env, f[3], set->suites13, sizeof set->suites13)
+        || !get_path(env, f[4], set->groups, sizeof set->groups))
+        return 0;
+    set->min_version = min == 12 ? TLS1_2_VERSION : TLS1_3_VERSION;
+    set->max_version = max == 12 ? TLS1_2_VERSION : TLS1_3_VERSION;
+    return 1;
+}
+
+/* new_ctx(DefaultFile, [{Name, File}], Settings): the default context, and
+ * one per distinct file named for SNI. */
+static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     char path[4096];
     unsigned int n;
     const char *what = "";
-    if (!get_path(env, argv[0], path, sizeof path) || !enif_get_list_length(env, argv[1], &n))
+    settings_t set;
+    if (!get_path(env, argv[0], path, sizeof path) || !enif_get_list_length(env, argv[1], &n)
+        || !get_settings(env, argv[2], &set))
         return enif_make_badarg(env);
     ERR_clear_error();
     ctx_t *c = enif_alloc_resource(ctx_type, sizeof(ctx_t));
@@ -293,7 +332,7 @@ static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     c->owned = enif_alloc(sizeof(SSL_CTX *) * (n + 1));
     char (*files)[4096] = enif_alloc(4096 * (size_t)(n + 1));
     ERL_NIF_TERM result;
-    if (!(c->ctx = make_ctx(path, &what))) goto fail;
+    if (!(c->ctx = make_ctx(path, &set, &what))) goto fail;
     c->slow_key |= slow_key(c->ctx);
     c->owned[c->nowned] = c->ctx;
     memcpy(files[c->nowned++], path, sizeof path);
@@ -313,7 +352,7 @@ static ERL_NIF_TERM ctx_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         for (unsigned int i = 0; i < c->nowned; i++)
             if (strcmp(files[i], path) == 0) ctx = c->owned[i];
         if (!ctx) {
-            if (!(ctx = make_ctx(path, &what))) goto fail;
+            if (!(ctx = make_ctx(path, &set, &what))) goto fail;
             c->slow_key |= slow_key(ctx);
             c->owned[c->nowned] = ctx;
             memcpy(files[c->nowned++], path, sizeof path);
@@ -568,7 +607,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
 }
 
 static ErlNifFunc funcs[] = {
-    {"ctx_new", 2, ctx_new, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"new_ctx", 3, new_ctx, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"conn_new", 1, conn_new, 0},
     {"handshake", 2, handshake, 0},
     {"trim", 0, trim, ERL_NIF_DIRTY_JOB_IO_BOUND},

@@ -19,7 +19,8 @@ all() ->
      ticket_before_key_update,
      slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
      tls12_write_key_limit_ends_writing, server_prefers_aes_128_gcm,
-     chacha20_when_the_client_puts_it_first,
+     chacha20_when_the_client_puts_it_first, configured_versions, configured_ciphers,
+     configured_groups,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -123,6 +124,62 @@ chacha20_when_the_client_puts_it_first(Config) ->
          echo(C, S, <<"chacha">>),
          stop(C, S)
      end || V <- ['tlsv1.3', 'tlsv1.2'], Cert <- [rsa, ec]],
+    ok.
+
+%% tls.versions: [tlsv1.3] refuses a TLS 1.2 client (protocol_version),
+%% [tlsv1.2] a TLS 1.3-only one; each serves its own version.
+configured_versions(Config) ->
+    [begin
+         Tls = (throng_config_spec:tls_defaults())#{versions => [On]},
+         {Refused, S1} = try_connect(Config, ec, [{versions, [Off]}], #{tls => Tls}),
+         ?assertMatch({error, {tls_alert, {protocol_version, _}}}, Refused),
+         ?assertMatch({error, {handshake, _}}, server_result(S1)),
+         {C, S} = connect(Config, ec, [{versions, ['tlsv1.2', 'tlsv1.3']}], #{tls => Tls}),
+         ?assertEqual({ok, [{protocol, On}]}, ssl:connection_information(C, [protocol])),
+         echo(C, S, <<"only ", (atom_to_binary(On))/binary>>),
+         stop(C, S)
+     end || {On, Off} <- [{'tlsv1.3', 'tlsv1.2'}, {'tlsv1.2', 'tlsv1.3'}]],
+    ok.
+
+%% tls.ciphers: only those, first the server's first; a client with none
+%% of them is refused.
+configured_ciphers(Config) ->
+    Tls = (throng_config_spec:tls_defaults())#{
+            ciphers => ['TLS_CHACHA20_POLY1305_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384']},
+    [begin
+         {C, S} = connect(Config, rsa, [{versions, [V]}, {ciphers, suites(V)}], #{tls => Tls}),
+         {ok, [{selected_cipher_suite, Selected}]} =
+             ssl:connection_information(C, [selected_cipher_suite]),
+         ?assertMatch(#{cipher := Want}, Selected),
+         echo(C, S, <<"configured">>),
+         stop(C, S),
+         Others = [X || #{cipher := Ci} = X <- suites(V), Ci =:= aes_128_gcm],
+         {Refused, S1} = try_connect(Config, rsa, [{versions, [V]}, {ciphers, Others}],
+                                     #{tls => Tls}),
+         ?assertMatch({error, {tls_alert, _}}, Refused),
+         ?assertMatch({error, {handshake, _}}, server_result(S1))
+     end || {V, Want} <- [{'tlsv1.3', chacha20_poly1305}, {'tlsv1.2', aes_256_gcm}]],
+    ok.
+
+%% tls.groups: a TLS 1.3 client whose key share is for another group it
+%% also supports is asked again (HelloRetryRequest) and served; one with
+%% none of the groups is refused. TLS 1.2's ECDHE takes them too.
+configured_groups(Config) ->
+    Tls = (throng_config_spec:tls_defaults())#{groups => [secp384r1]},
+    %% OTP ssl names TLS 1.3's groups supported_groups and TLS 1.2's eccs
+    Groups = fun('tlsv1.3', Gs) -> {supported_groups, Gs};
+                ('tlsv1.2', Gs) -> {eccs, Gs}
+             end,
+    [begin
+         {C, S} = connect(Config, ec, [{versions, [V]}, Groups(V, [x25519, secp256r1, secp384r1])],
+                          #{tls => Tls}),
+         echo(C, S, <<"p-384">>),
+         stop(C, S),
+         {Refused, S1} = try_connect(Config, ec, [{versions, [V]}, Groups(V, [x25519, secp256r1])],
+                                     #{tls => Tls}),
+         ?assertMatch({error, {tls_alert, _}}, Refused),
+         ?assertMatch({error, {handshake, _}}, server_result(S1))
+     end || V <- ['tlsv1.3', 'tlsv1.2']],
     ok.
 
 %% More than a record's worth each way, so records are split and joined.
@@ -427,7 +484,8 @@ server(Parent, L, CertFile, Opts) ->
     {ok, T} = gen_tcp:accept(L),
     gen_tcp:close(L),
     {ok, {throng_transport_tls, T, {handshake, Conn}} = Sock} =
-        throng_transport_tls:over_tcp(T, [{certfile, CertFile}]),
+        throng_transport_tls:over_tcp(T, [{certfile, CertFile}
+                                          | [{tls, Tls} || #{tls := Tls} <- [Opts]]]),
     put(conn, Conn),
     serve(Parent, Sock, Opts).
 

@@ -152,3 +152,30 @@ node_address_test() ->
                   "[::1]:5222, got \"" ++ Bad ++ "\"",
                   err(#{cluster => #{node_address => list_to_binary(Bad)}}))
      || Bad <- ["10.0.0.1", "::1:5222", "host:0", "host:port"]].
+
+%% The tls section: defaults (AES-128-GCM first), YAML names, and the
+%% checks across its options.
+tls_section_test() ->
+    setup(),
+    {ok, C} = throng_config:validate(#{}),
+    #{tls := #{versions := ['tlsv1.2', 'tlsv1.3'], ciphers := [First | _], groups := [x25519 | _]}} = C,
+    ?assertEqual('TLS_AES_128_GCM_SHA256', First),
+    {ok, [Doc]} = fast_yaml:decode(<<"tls:\n  versions: [tlsv1.3]\n"
+                                    "  ciphers: [TLS_CHACHA20_POLY1305_SHA256]\n"
+                                    "  groups: [x25519, secp384r1]\n">>),
+    {ok, C2} = throng_config:validate(Doc),
+    ?assertEqual(#{versions => ['tlsv1.3'], ciphers => ['TLS_CHACHA20_POLY1305_SHA256'],
+                   groups => [x25519, secp384r1]}, maps:get(tls, C2)),
+    ?assertEqual("tls.versions: at least one is needed", err(#{tls => #{versions => []}})),
+    ?assertEqual("tls.groups: at least one is needed", err(#{tls => #{groups => []}})),
+    ?assertEqual("tls.ciphers: no cipher suite for tlsv1.2, which tls.versions enables",
+                 err(#{tls => #{ciphers => [<<"TLS_AES_128_GCM_SHA256">>]}})),
+    ?assertEqual("tls.ciphers: no cipher suite for tlsv1.3, which tls.versions enables",
+                 err(#{tls => #{ciphers => [<<"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256">>]}})),
+    ?assertMatch({match, _}, re:run(err(#{tls => #{ciphers => [<<"TLS_RSA_WITH_AES_128_CBC_SHA">>]}}),
+                                    "^tls.ciphers\\[0\\]: expected one of TLS_AES_128_GCM_SHA256")),
+    ?assertMatch({match, _}, re:run(err(#{tls => #{versions => [<<"tlsv1.1">>]}}),
+                                    "^tls.versions\\[0\\]: expected one of tlsv1.2, tlsv1.3")),
+    %% TLS 1.3 alone needs no TLS 1.2 suite
+    ?assertMatch({ok, _}, throng_config:validate(#{tls => #{versions => [<<"tlsv1.3">>],
+                                                            ciphers => [<<"TLS_AES_128_GCM_SHA256">>]}})).

@@ -15,7 +15,7 @@
 all() ->
     [direct_tls_login, direct_tls_without_alpn, sni_selects_certificate,
      sni_on_starttls, acme_layout_full_chain, reload_certs, reload_refuses_bad_file,
-     plain_bytes_on_direct_tls_port, {group, socket_backend}].
+     plain_bytes_on_direct_tls_port, tls13_only_server, {group, socket_backend}].
 
 %% Direct TLS and STARTTLS over listeners on the socket backend.
 groups() ->
@@ -75,9 +75,15 @@ init_per_testcase(TC, Config) ->
                                                                   "later/*.pem"))];
                     _ -> ?config(certfiles, Config)
                 end,
-    throng_ct:start(Config, #{listen => [#{port => 0, ip => <<"127.0.0.1">>, starttls => optional},
-                                         #{port => 0, ip => <<"127.0.0.1">>, direct_tls => true}],
-                              certfiles => Certfiles}),
+    Tls = case TC of
+              tls13_only_server -> #{tls => #{versions => [<<"tlsv1.3">>],
+                                              ciphers => [<<"TLS_AES_256_GCM_SHA384">>],
+                                              groups => [<<"secp384r1">>]}};
+              _ -> #{}
+          end,
+    throng_ct:start(Config, Tls#{listen => [#{port => 0, ip => <<"127.0.0.1">>, starttls => optional},
+                                            #{port => 0, ip => <<"127.0.0.1">>, direct_tls => true}],
+                                 certfiles => Certfiles}),
     ok = throng_ct:register(<<"alice">>, <<"password">>),
     Config.
 
@@ -118,6 +124,47 @@ direct_tls_login(_) ->
     ?assertNotEqual(nomatch, binary:match(Bound, <<"alice@localhost/direct">>)),
     ?assertEqual(1, length(throng_sm:resources({<<"alice">>, <<"localhost">>}))),
     ssl:close(S).
+
+%% The configuration's tls section reaches the server's context: with
+%% TLS 1.3 only, one suite and one group, a TLS 1.2 client is refused on
+%% both ports, a TLS 1.3 client gets that suite (after a HelloRetryRequest
+%% for the group) and logs in over direct TLS and over STARTTLS.
+tls13_only_server(_) ->
+    ?assertMatch({error, {tls_alert, {protocol_version, _}}},
+                 tls_connect(direct_port(), ['tlsv1.2'])),
+    ?assertMatch({error, {tls_alert, {protocol_version, _}}},
+                 tls_connect(starttls(), ['tlsv1.2'])),
+    {ok, S} = tls_connect(direct_port(), ['tlsv1.2', 'tlsv1.3']),
+    ?assertMatch({ok, [{protocol, 'tlsv1.3'}, {selected_cipher_suite, #{cipher := aes_256_gcm}}]},
+                 ssl:connection_information(S, [protocol, selected_cipher_suite])),
+    ok = ssl:send(S, ?HDR("localhost")),
+    _ = recv_until(S, <<"</stream:features>">>),
+    ok = ssl:send(S, ["<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>",
+                      base64:encode(<<0, "alice", 0, "password">>), "</auth>"]),
+    _ = recv_until(S, <<"<success">>),
+    ssl:close(S),
+    {ok, U} = tls_connect(starttls(), ['tlsv1.3']),
+    ?assertMatch({ok, [{selected_cipher_suite, #{cipher := aes_256_gcm}}]},
+                 ssl:connection_information(U, [selected_cipher_suite])),
+    ssl:close(U).
+
+%% A TCP socket on the STARTTLS port, after <proceed/>.
+starttls() ->
+    {ok, T} = gen_tcp:connect({127, 0, 0, 1}, starttls_port(), [binary, {active, false}]),
+    ok = gen_tcp:send(T, [?HDR("localhost"), "<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"]),
+    _ = recv_until({gen_tcp, T}, <<"<proceed">>),
+    T.
+
+%% A TLS client to a port (direct TLS) or over a socket (after STARTTLS).
+tls_connect(PortOrSocket, Versions) ->
+    %% OTP ssl names TLS 1.3's groups supported_groups and TLS 1.2's eccs
+    Groups = [{supported_groups, [x25519, secp384r1]} || lists:member('tlsv1.3', Versions)] ++
+             [{eccs, [secp256r1, secp384r1]} || lists:member('tlsv1.2', Versions)],
+    Opts = [binary, {active, false}, {verify, verify_none}, {versions, Versions} | Groups],
+    case is_integer(PortOrSocket) of
+        true -> ssl:connect({127, 0, 0, 1}, PortOrSocket, Opts, 10000);
+        false -> ssl:connect(PortOrSocket, Opts, 10000)
+    end.
 
 %% A client that offers no ALPN is served all the same.
 direct_tls_without_alpn(_) ->

@@ -115,6 +115,7 @@ validate(Raw) ->
         moved_keys(pairs(Raw, "")),
         Config = section(throng_config_spec:spec(), Raw, ""),
         check_host_config(Config),
+        check_tls(Config),
         {ok, Config}
     catch
         throw:{config_error, Msg} -> {error, Msg}
@@ -139,6 +140,22 @@ check_host_config(#{hosts := Hosts, host_config := HC}) ->
              fail(fmt("host_config[~b].host", [I]), "~ts is not one of hosts", [H])
          || {I, #{host := H}} <- enumerate(HC)],
     ok.
+
+%% The tls section's lists are never empty, and each version enabled has
+%% a cipher suite of its own (TLS 1.3's names start TLS_AES_ or
+%% TLS_CHACHA20_, TLS 1.2's TLS_ECDHE_).
+check_tls(#{tls := #{versions := Versions, ciphers := Ciphers, groups := Groups}}) ->
+    _ = [fail("tls." ++ atom_to_list(K), "at least one is needed", [])
+         || {K, []} <- [{versions, Versions}, {ciphers, Ciphers}, {groups, Groups}]],
+    _ = [fail("tls.ciphers", "no cipher suite for ~ts, which tls.versions enables", [V])
+         || V <- lists:usort(Versions), not lists:any(fun(C) -> suite_version(C) =:= V end, Ciphers)],
+    ok.
+
+suite_version(Suite) ->
+    case atom_to_list(Suite) of
+        "TLS_ECDHE_" ++ _ -> 'tlsv1.2';
+        _ -> 'tlsv1.3'
+    end.
 
 section(Spec, Raw, Where) ->
     Pairs = pairs(Raw, Where),

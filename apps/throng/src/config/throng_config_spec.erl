@@ -21,7 +21,7 @@
 %% </ul>
 -module(throng_config_spec).
 
--export([spec/0, modules/0, default_modules/0, moved/0]).
+-export([spec/0, modules/0, default_modules/0, moved/0, tls_defaults/0]).
 %% API used by tests (throng_ct builds its configuration on it).
 -ignore_xref([{default_modules, 0}]).
 
@@ -93,6 +93,13 @@ spec() ->
       auth =>
           #{type => {section, auth_spec()}, default => #{},
             doc => "Authentication."},
+      tls =>
+          #{type => {section, tls_spec()}, default => #{},
+            doc => "TLS versions, cipher suites and key exchange groups, for STARTTLS "
+                   "and direct TLS (docs/tls.md). Only TLS 1.2 and 1.3 and AEAD suites "
+                   "with forward secrecy can be named; these settings can only narrow "
+                   "or reorder them. Read when the TLS context is made: at start and "
+                   "at `bin/throng reload-certs`."},
       stream_management =>
           #{type => {section, sm_spec()}, default => #{},
             doc => "XEP-0198 stream management."},
@@ -408,6 +415,53 @@ auth_spec() ->
                                     "failures in the bucket), up to this many milliseconds "
                                     "(the socket is not read meanwhile). A stream is closed "
                                     "with policy-violation after 5 failures."}}.
+
+tls_spec() ->
+    #{versions => #{type => {list, {enum, ['tlsv1.2', 'tlsv1.3']}},
+                    default => ['tlsv1.2', 'tlsv1.3'],
+                    doc => "TLS versions accepted (at least one). `[tlsv1.3]`: TLS 1.2 "
+                           "clients are refused with a protocol_version alert."},
+      ciphers => #{type => {list, {enum, tls_suites()}},
+                   default => ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384',
+                               'TLS_CHACHA20_POLY1305_SHA256',
+                               'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
+                               'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+                               'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
+                               'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
+                               'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
+                               'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'],
+                   doc => "Cipher suites (IANA names), in the server's order of "
+                          "preference: the TLS 1.3 ones (TLS_AES_*, TLS_CHACHA20_*) and "
+                          "the TLS 1.2 ones (TLS_ECDHE_*), at least one for each version "
+                          "in `versions`. A client that lists ChaCha20-Poly1305 first gets "
+                          "it when it is here. TLS 1.2 ECDSA suites need an ECDSA "
+                          "certificate, RSA suites an RSA one."},
+      groups => #{type => {list, {enum, [x25519, secp256r1, x448, secp521r1, secp384r1,
+                                         ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144,
+                                         ffdhe8192]}},
+                  default => [x25519, secp256r1, x448, secp521r1, secp384r1, ffdhe2048,
+                              ffdhe3072, ffdhe4096, ffdhe6144, ffdhe8192],
+                  doc => "Key exchange groups (at least one; OpenSSL 3.0's own list by "
+                         "default). A TLS 1.3 key share for any of them is taken as the "
+                         "client sent it; a client whose shares are for other groups is "
+                         "asked (HelloRetryRequest) for the first of these it supports; "
+                         "a client that supports none of them is refused. TLS 1.2's ECDHE "
+                         "uses the first of these the client supports."}}.
+
+%% The cipher suites `tls.ciphers' may name: those Throng's record layer
+%% implements (throng_tls_kdf:suite/1), TLS 1.3's first.
+tls_suites() ->
+    ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256',
+     'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+     'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
+     'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
+     'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'].
+
+%% @doc The `tls' section with every option at its default (a TLS context
+%% made outside a configured server: tests, benchmarks).
+-spec tls_defaults() -> #{atom() => term()}.
+tls_defaults() ->
+    maps:map(fun(_, #{default := D}) -> D end, tls_spec()).
 
 sm_spec() ->
     #{enabled => #{type => boolean, default => true,

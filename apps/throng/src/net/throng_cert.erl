@@ -15,7 +15,8 @@
 %% The TLS context (throng_tls_nif) reads a chain and its key from one PEM
 %% file, so each pair is written to DATA_DIR/tls (mode 0600).
 %% `bin/throng reload-certs' reads everything again and swaps the context:
-%% new connections get the new certificates, running ones keep theirs.
+%% new connections get the new certificates, running ones keep theirs. The
+%% context takes the versions, suites and groups of the `tls' section.
 -module(throng_cert).
 
 -export([ensure/0, reload/0, certfile/0, context/0, names/0]).
@@ -48,7 +49,8 @@ reload() ->
 with_sni(Dir, Default) ->
     case sni_entries(Dir) of
         {ok, Entries} ->
-            case throng_tls_nif:ctx_new(Default, [{N, F} || {N, F} <- Entries]) of
+            case throng_tls_nif:ctx_new(Default, [{N, F} || {N, F} <- Entries],
+                                        throng_config:get([tls])) of
                 {ok, Ctx} ->
                     persistent_term:put(?KEY, #{file => Default, ctx => Ctx,
                                                 names => [N || {N, _} <- Entries]}),

@@ -4,7 +4,7 @@
 %% {@link throng_tls_record}'s.
 -module(throng_tls_nif).
 
--export([ctx_new/2, conn_new/1, handshake/2, trim/0, timing/0]).
+-export([ctx_new/3, conn_new/1, handshake/2, trim/0, timing/0]).
 %% timing/0: read by bench/tls/handshake_cost.sh over the distribution.
 -ignore_xref([{timing, 0}]).
 
@@ -43,11 +43,46 @@ load() ->
 %% @doc A server context from PEM files each holding a certificate chain
 %% and its private key: the default one, and one per host name a client
 %% may ask for with SNI (exact names, or `*.example.org' for one label).
-%% TLS 1.2 and 1.3, AEAD suites with forward secrecy, no compression, no
+%% The versions, cipher suites (in the server's order) and groups are the
+%% configuration's `tls' section (validated by throng_config: TLS 1.2 and
+%% 1.3, AEAD suites with forward secrecy). No compression, no
 %% renegotiation, stateless session tickets, ALPN xmpp-client.
--spec ctx_new(file:filename_all(), [{binary(), file:filename_all()}]) ->
+-spec ctx_new(file:filename_all(), [{binary(), file:filename_all()}],
+              #{versions := [atom()], ciphers := [atom()], groups := [atom()], _ => _}) ->
     {ok, ctx()} | {error, string()}.
-ctx_new(_DefaultFile, _ByName) -> erlang:nif_error(not_loaded).
+ctx_new(DefaultFile, ByName, #{versions := Versions, ciphers := Ciphers, groups := Groups}) ->
+    Nums = [version(V) || V <- Versions],
+    {Tls12, Tls13} = lists:partition(fun(C) -> openssl_tls12_name(C) =/= none end, Ciphers),
+    Ciphers12 = case lists:member(12, Nums) of
+                    true -> lists:join(":", [openssl_tls12_name(C) || C <- Tls12]);
+                    false -> ""
+                end,
+    Settings = {lists:min(Nums), lists:max(Nums), Ciphers12,
+                lists:join(":", [atom_to_list(C) || C <- Tls13]),
+                lists:join(":", [openssl_group(G) || G <- Groups])},
+    new_ctx(DefaultFile, ByName, Settings).
+
+version('tlsv1.2') -> 12;
+version('tlsv1.3') -> 13.
+
+%% OpenSSL's name of a TLS 1.2 suite; none for TLS 1.3's (OpenSSL names
+%% those as IANA does).
+openssl_tls12_name('TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256') -> "ECDHE-ECDSA-AES128-GCM-SHA256";
+openssl_tls12_name('TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256') -> "ECDHE-RSA-AES128-GCM-SHA256";
+openssl_tls12_name('TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384') -> "ECDHE-ECDSA-AES256-GCM-SHA384";
+openssl_tls12_name('TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384') -> "ECDHE-RSA-AES256-GCM-SHA384";
+openssl_tls12_name('TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256') -> "ECDHE-ECDSA-CHACHA20-POLY1305";
+openssl_tls12_name('TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256') -> "ECDHE-RSA-CHACHA20-POLY1305";
+openssl_tls12_name(_) -> none.
+
+openssl_group(x25519) -> "X25519";
+openssl_group(x448) -> "X448";
+openssl_group(secp256r1) -> "P-256";
+openssl_group(secp384r1) -> "P-384";
+openssl_group(secp521r1) -> "P-521";
+openssl_group(G) -> atom_to_list(G).    % ffdhe2048 ... ffdhe8192
+
+new_ctx(_DefaultFile, _ByName, _Settings) -> erlang:nif_error(not_loaded).
 
 %% @doc A new server-side connection, waiting for the ClientHello.
 -spec conn_new(ctx()) -> conn() | {error, string()}.

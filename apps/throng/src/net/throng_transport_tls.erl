@@ -30,11 +30,14 @@
 
 %% @doc Server-side TLS on an accepted TCP socket, with the server's
 %% certificates ({@link throng_cert:context/0}), or with `{certfile, File}'
-%% (a PEM file with a chain and its key) in Opts.
+%% (a PEM file with a chain and its key) in Opts, and then `{tls, Section}'
+%% (the configuration's `tls' section; its defaults without it).
 -spec over_tcp(gen_tcp:socket(), list()) -> {ok, throng_transport:socket()} | {error, term()}.
 over_tcp(TCP, Opts) ->
     Context = case lists:keyfind(certfile, 1, Opts) of
-                  {certfile, File} -> context(File);
+                  {certfile, File} ->
+                      context(File, proplists:get_value(tls, Opts,
+                                                        throng_config_spec:tls_defaults()));
                   false -> {ok, throng_cert:context()}
               end,
     case Context of
@@ -47,14 +50,14 @@ over_tcp(TCP, Opts) ->
             E
     end.
 
-%% A context for one certificate file (no SNI names), made once and kept
-%% (persistent_term) while the node runs.
--spec context(file:filename_all()) -> {ok, throng_tls_nif:ctx()} | {error, term()}.
-context(File) ->
-    Key = {?MODULE, ctx, File},
+%% A context for one certificate file (no SNI names) and tls section,
+%% made once and kept (persistent_term) while the node runs.
+-spec context(file:filename_all(), map()) -> {ok, throng_tls_nif:ctx()} | {error, term()}.
+context(File, Tls) ->
+    Key = {?MODULE, ctx, File, Tls},
     case persistent_term:get(Key, undefined) of
         undefined ->
-            case throng_tls_nif:ctx_new(File, []) of
+            case throng_tls_nif:ctx_new(File, [], Tls) of
                 {ok, Ctx} -> persistent_term:put(Key, Ctx), {ok, Ctx};
                 {error, Why} -> {error, {certificate, Why}}
             end;
