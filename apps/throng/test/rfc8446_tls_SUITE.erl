@@ -165,7 +165,7 @@ configured_ciphers(Config) ->
 %% also supports is asked again (HelloRetryRequest) and served; one with
 %% none of the groups is refused. TLS 1.2's ECDHE takes them too.
 configured_groups(Config) ->
-    Tls = (throng_config_spec:tls_defaults())#{groups => [secp384r1]},
+    Tls = (throng_config_spec:tls_defaults())#{groups => [secp384r1, secp384r1]},   % twice: once
     %% OTP ssl names TLS 1.3's groups supported_groups and TLS 1.2's eccs
     Groups = fun('tlsv1.3', Gs) -> {supported_groups, Gs};
                 ('tlsv1.2', Gs) -> {eccs, Gs}

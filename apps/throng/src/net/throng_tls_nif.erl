@@ -50,7 +50,10 @@ load() ->
 -spec ctx_new(file:filename_all(), [{binary(), file:filename_all()}],
               #{versions := [atom()], ciphers := [atom()], groups := [atom()], _ => _}) ->
     {ok, ctx()} | {error, string()}.
-ctx_new(DefaultFile, ByName, #{versions := Versions, ciphers := Ciphers, groups := Groups}) ->
+ctx_new(DefaultFile, ByName, #{versions := Versions, ciphers := Ciphers0, groups := Groups0}) ->
+    %% a name given twice counts once, where it first appears (OpenSSL
+    %% refuses a group list with a duplicate)
+    {Ciphers, Groups} = {lists:uniq(Ciphers0), lists:uniq(Groups0)},
     Nums = [version(V) || V <- Versions],
     {Tls12, Tls13} = lists:partition(fun(C) -> openssl_tls12_name(C) =/= none end, Ciphers),
     Ciphers12 = case lists:member(12, Nums) of
