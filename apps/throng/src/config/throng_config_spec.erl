@@ -422,25 +422,15 @@ tls_spec() ->
                     doc => "TLS versions accepted (at least one). `[tlsv1.3]`: TLS 1.2 "
                            "clients are refused with a protocol_version alert."},
       ciphers => #{type => {list, {enum, tls_suites()}},
-                   default => ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384',
-                               'TLS_CHACHA20_POLY1305_SHA256',
-                               'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
-                               'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
-                               'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
-                               'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
-                               'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
-                               'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'],
+                   default => tls_suites(),
                    doc => "Cipher suites (IANA names), in the server's order of "
                           "preference: the TLS 1.3 ones (TLS_AES_*, TLS_CHACHA20_*) and "
                           "the TLS 1.2 ones (TLS_ECDHE_*), at least one for each version "
                           "in `versions`. A client that lists ChaCha20-Poly1305 first gets "
                           "it when it is here. TLS 1.2 ECDSA suites need an ECDSA "
                           "certificate, RSA suites an RSA one."},
-      groups => #{type => {list, {enum, [x25519, secp256r1, x448, secp521r1, secp384r1,
-                                         ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144,
-                                         ffdhe8192]}},
-                  default => [x25519, secp256r1, x448, secp521r1, secp384r1, ffdhe2048,
-                              ffdhe3072, ffdhe4096, ffdhe6144, ffdhe8192],
+      groups => #{type => {list, {enum, tls_groups()}},
+                  default => tls_groups(),
                   doc => "Key exchange groups (at least one; OpenSSL 3.0's own list by "
                          "default). A TLS 1.3 key share for any of them is taken as the "
                          "client sent it; a client whose shares are for other groups is "
@@ -449,13 +439,20 @@ tls_spec() ->
                          "uses the first of these the client supports."}}.
 
 %% The cipher suites `tls.ciphers' may name: those Throng's record layer
-%% implements (throng_tls_kdf:suite/1), TLS 1.3's first.
+%% implements (throng_tls_kdf:suite/1), in the default order (AES-128-GCM
+%% first, TLS 1.3's first).
 tls_suites() ->
     ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256',
      'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
      'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
      'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
      'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'].
+
+%% The groups `tls.groups' may name: OpenSSL 3.0's default list, in its
+%% order.
+tls_groups() ->
+    [x25519, secp256r1, x448, secp521r1, secp384r1, ffdhe2048, ffdhe3072, ffdhe4096,
+     ffdhe6144, ffdhe8192].
 
 %% @doc The `tls' section with every option at its default (a TLS context
 %% made outside a configured server: tests, benchmarks).
