@@ -253,6 +253,13 @@ static SSL_CTX *make_ctx(const char *path, const settings_t *set, const char **w
      * SHA-256, not SHA-384: ~20-30 us less per handshake here (docs/tls.md,
      * "The suites' order"). A client that lists ChaCha20-Poly1305 first (no
      * AES instructions) gets it. */
+    if (set->min_version == TLS1_2_VERSION && !set->ciphers12[0]) {
+        /* TLS 1.2 on and no suite of its own named: never OpenSSL's
+         * default list (it has CBC and static RSA suites) */
+        SSL_CTX_free(ctx);
+        *what = "tls.ciphers: no TLS 1.2 suite";
+        return NULL;
+    }
     if (!SSL_CTX_set_min_proto_version(ctx, set->min_version)
         || !SSL_CTX_set_max_proto_version(ctx, set->max_version)
         || (set->ciphers12[0] && !SSL_CTX_set_cipher_list(ctx, set->ciphers12))

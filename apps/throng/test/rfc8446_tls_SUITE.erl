@@ -20,7 +20,7 @@ all() ->
      slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
      tls12_write_key_limit_ends_writing, server_prefers_aes_128_gcm,
      chacha20_when_the_client_puts_it_first, configured_versions, configured_ciphers,
-     configured_groups,
+     configured_groups, tls12_without_suites_refused,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -160,6 +160,16 @@ configured_ciphers(Config) ->
          ?assertMatch({error, {handshake, _}}, server_result(S1))
      end || {V, Want} <- [{'tlsv1.3', chacha20_poly1305}, {'tlsv1.2', aes_256_gcm}]],
     ok.
+
+%% A context with TLS 1.2 on and no TLS 1.2 suite is refused (the
+%% configuration check refuses it first; the NIF never falls back to
+%% OpenSSL's default list, which has CBC suites).
+tls12_without_suites_refused(Config) ->
+    Tls = (throng_config_spec:tls_defaults())#{ciphers => ['TLS_AES_128_GCM_SHA256']},
+    ?assertMatch({error, "tls.ciphers: no TLS 1.2 suite"},
+                 throng_tls_nif:ctx_new(?config(ec, Config), [], Tls)),
+    ?assertMatch({ok, _}, throng_tls_nif:ctx_new(?config(ec, Config), [],
+                                                 Tls#{versions => ['tlsv1.3']})).
 
 %% tls.groups: a TLS 1.3 client whose key share is for another group it
 %% also supports is asked again (HelloRetryRequest) and served; one with
