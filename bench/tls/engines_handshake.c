@@ -74,18 +74,27 @@ static SSL_CTX *ossl_ctx;
 static int aes128_first;
 static unsigned char secret_sink[2][64];
 
+/* As the NIF's hexval(): one hex digit, or -1. */
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
 static void keylog(const SSL *ssl, const char *line) {
-    /* the NIF parses the two application traffic secrets out of the hex */
+    /* the NIF parses the two application traffic secrets out of the hex,
+     * as here */
     int which = strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24) == 0 ? 0
               : strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24) == 0 ? 1 : -1;
     if (which < 0) return;
     const char *hex = strchr(line + 24, ' ');
     if (!hex) return;
     hex++;
-    for (size_t i = 0; i < 64 && hex[2 * i] && hex[2 * i + 1]; i++) {
-        unsigned int v;
-        sscanf(hex + 2 * i, "%2x", &v);
-        secret_sink[which][i] = (unsigned char)v;
+    for (size_t i = 0; i < 64; i++) {
+        int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return;
+        secret_sink[which][i] = (unsigned char)(hi << 4 | lo);
     }
 }
 
