@@ -32,6 +32,7 @@
 #include <erl_nif.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
+#include <openssl/rand.h>
 
 #define SECRET_MAX 64
 
@@ -61,6 +62,13 @@ static unsigned long long thread_ns(void) {
 #define TRIM_EVERY 256
 static unsigned long handshakes_ended;
 
+/* The session ticket keys (name, HMAC and AES keys: OpenSSL 3.0's 80
+ * bytes), drawn once when the library loads and given to every context:
+ * tickets stay valid across `reload-certs' (which makes new contexts) until
+ * the node restarts. */
+static unsigned char ticket_keys[80];
+static int ticket_keys_set;
+
 /* Certificates per host name, chosen by the client's SNI: the default
  * context and, for each name, the context of its certificate. */
 typedef struct {
@@ -74,7 +82,8 @@ typedef struct {
     unsigned int nsni;
     SSL_CTX **owned;                /* every context made, default first */
     unsigned int nowned;
-    int slow_key;                   /* some context signs slowly: answer on a dirty scheduler */
+    int slow;                       /* a context signs slowly, or finite-field groups are
+                                     * allowed: handshake steps on a dirty scheduler */
 } ctx_t;
 
 typedef struct {
@@ -285,6 +294,11 @@ static SSL_CTX *make_ctx(const char *path, const settings_t *set, const char **w
      * client resumes with one; each costs a session encryption and a
      * record. A resumed handshake brings the next one. */
     SSL_CTX_set_num_tickets(ctx, 1);
+    if (SSL_CTX_set_tlsext_ticket_keys(ctx, ticket_keys, sizeof ticket_keys) != 1) {
+        SSL_CTX_free(ctx);
+        *what = "session ticket keys";
+        return NULL;
+    }
     SSL_CTX_set_keylog_callback(ctx, keylog);
     SSL_CTX_set_msg_callback(ctx, msg_cb);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
@@ -340,7 +354,7 @@ static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     char (*files)[4096] = enif_alloc(4096 * (size_t)(n + 1));
     ERL_NIF_TERM result;
     if (!(c->ctx = make_ctx(path, &set, &what))) goto fail;
-    c->slow_key |= slow_key(c->ctx);
+    c->slow = slow_key(c->ctx) || strstr(set.groups, "ffdhe") != NULL;
     c->owned[c->nowned] = c->ctx;
     memcpy(files[c->nowned++], path, sizeof path);
     ERL_NIF_TERM list = argv[1], head;
@@ -360,7 +374,7 @@ static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             if (strcmp(files[i], path) == 0) ctx = c->owned[i];
         if (!ctx) {
             if (!(ctx = make_ctx(path, &set, &what))) goto fail;
-            c->slow_key |= slow_key(ctx);
+            c->slow |= slow_key(ctx);
             c->owned[c->nowned] = ctx;
             memcpy(files[c->nowned++], path, sizeof path);
         }
@@ -506,23 +520,42 @@ static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 
 /* Until the server's first flight is out, a step may be the one that reads
  * the whole ClientHello and answers it, signature included. With the keys
- * Throng is usually given (RSA-2048, ECDSA) that step takes 0.1-0.4 ms and
- * runs here, on the calling scheduler, reported as a full time slice: a
- * hop to a dirty scheduler and back costs two thread wake-ups, which on a
- * busy node cost more than the step. With a slow key (slow_key above) the
- * answering steps run on a dirty CPU scheduler. The later steps (the
- * client's Finished: a few hashes, the ticket) are short. */
+ * Throng is usually given (RSA-2048, ECDSA) and the elliptic-curve groups
+ * that step takes 0.1-0.4 ms and runs here, on the calling scheduler,
+ * reported as a full time slice: a hop to a dirty scheduler and back costs
+ * two thread wake-ups, which on a busy node cost more than the step. The
+ * later steps (the client's Finished: a few hashes, the ticket) are short.
+ *
+ * A slow context (ctx_t.slow: a key above RSA-3072, or finite-field groups
+ * allowed, whose key exchange the client picks and which costs 3 ms for
+ * ffdhe2048 up to 110 ms for ffdhe8192) runs every step until the end on a
+ * dirty CPU scheduler: after a HelloRetryRequest the signature and the key
+ * exchange come in the second step. */
+static int dirty(const conn_t *c) {
+    return c->ssl && c->owner && c->owner->slow;
+}
+
 static ERL_NIF_TERM handshake(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     conn_t *c;
-    if (enif_get_resource(env, argv[0], conn_type, (void **)&c) && c->ssl && !c->answered) {
-        if (c->owner && c->owner->slow_key)
+    if (enif_get_resource(env, argv[0], conn_type, (void **)&c) && c->ssl) {
+        if (dirty(c))
             return enif_schedule_nif(env, "handshake_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                      handshake_step, argc, argv);
-        ERL_NIF_TERM r = handshake_step(env, argc, argv);
-        (void)enif_consume_timeslice(env, 100);
-        return r;
+        if (!c->answered) {
+            ERL_NIF_TERM r = handshake_step(env, argc, argv);
+            (void)enif_consume_timeslice(env, 100);
+            return r;
+        }
     }
     return handshake_step(env, argc, argv);
+}
+
+/* steps_dirty(Conn): whether the connection's next handshake step runs on
+ * a dirty scheduler (the tests check the choice). */
+static ERL_NIF_TERM steps_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    conn_t *c;
+    if (!enif_get_resource(env, argv[0], conn_type, (void **)&c)) return enif_make_badarg(env);
+    return enif_make_atom(env, dirty(c) ? "true" : "false");
 }
 
 static ERL_NIF_TERM handshake_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -600,6 +633,10 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     conn_type = enif_open_resource_type(env, NULL, "throng_tls_conn", conn_dtor, f, NULL);
     if (!ctx_type || !conn_type) return 1;
     if (conn_index < 0) conn_index = SSL_get_ex_new_index(0, "throng", NULL, NULL, NULL);
+    if (!ticket_keys_set) {
+        if (RAND_bytes(ticket_keys, sizeof ticket_keys) != 1) return 1;
+        ticket_keys_set = 1;
+    }
 #define A(x) am_##x = enif_make_atom(env, #x)
     A(ok); A(error); A(more); A(done); A(version); A(cipher); A(tls12); A(tls13);
     A(client_secret); A(server_secret); A(master_secret); A(client_random); A(server_random);
@@ -619,6 +656,7 @@ static ErlNifFunc funcs[] = {
     {"handshake", 2, handshake, 0},
     {"trim", 0, trim, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"timing", 0, timing, 0},
+    {"steps_dirty", 1, steps_dirty, 0},
 };
 
 ERL_NIF_INIT(throng_tls_nif, funcs, load, NULL, upgrade, NULL)

@@ -20,7 +20,9 @@ all() ->
      slow_key_handshake, no_openssl_state_after_handshake, server_renews_its_key,
      tls12_write_key_limit_ends_writing, server_prefers_aes_128_gcm,
      chacha20_when_the_client_puts_it_first, configured_versions, configured_ciphers,
-     configured_groups, tls12_without_suites_refused,
+     configured_groups, tls12_without_suites_refused, finite_field_groups_not_by_default,
+     finite_field_groups_run_dirty, slow_key_dirty_after_hello_retry,
+     tickets_survive_new_contexts,
      {group, socket_backend}].
 
 %% The TLS transport over a TCP socket of the socket backend.
@@ -191,6 +193,95 @@ configured_groups(Config) ->
          ?assertMatch({error, {handshake, _}}, server_result(S1))
      end || V <- ['tlsv1.3', 'tlsv1.2']],
     ok.
+
+%% The finite-field groups cost up to 110 ms of CPU per handshake at the
+%% client's choice (ffdhe8192): not offered unless configured. A client
+%% that supports only those is refused.
+finite_field_groups_not_by_default(Config) ->
+    ?assertEqual([x25519, secp256r1, secp384r1],
+                 maps:get(groups, throng_config_spec:tls_defaults())),
+    {Refused, S} = try_connect(Config, ec, [{versions, ['tlsv1.3']},
+                                            {supported_groups, [ffdhe2048, ffdhe8192]}]),
+    ?assertMatch({error, {tls_alert, _}}, Refused),
+    ?assertMatch({error, {handshake, _}}, server_result(S)),
+    {ok, Ctx} = throng_tls_nif:ctx_new(?config(ec, Config), [], throng_config_spec:tls_defaults()),
+    ?assertNot(throng_tls_nif:steps_dirty(throng_tls_nif:conn_new(Ctx))).
+
+%% Configured, they work, and every step of every handshake of that
+%% context runs on a dirty scheduler (an ECDSA key alone would not).
+finite_field_groups_run_dirty(Config) ->
+    Tls = (throng_config_spec:tls_defaults())#{groups => [x25519, ffdhe2048]},
+    {ok, Ctx} = throng_tls_nif:ctx_new(?config(ec, Config), [], Tls),
+    ?assert(throng_tls_nif:steps_dirty(throng_tls_nif:conn_new(Ctx))),
+    {C, S} = connect(Config, ec, [{versions, ['tlsv1.3']}, {supported_groups, [ffdhe2048]}],
+                     #{tls => Tls}),
+    echo(C, S, <<"ffdhe2048">>),
+    stop(C, S).
+
+%% With a slowly signing key the step after a HelloRetryRequest, which
+%% does the key exchange and the signature, still runs on a dirty
+%% scheduler (it used to run on the caller's once any flight was out).
+slow_key_dirty_after_hello_retry(Config) ->
+    Tls = (throng_config_spec:tls_defaults())#{groups => [secp384r1]},
+    {ok, Ctx} = throng_tls_nif:ctx_new(?config(rsa4096, Config), [], Tls),
+    Conn = throng_tls_nif:conn_new(Ctx),
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}]),
+    {ok, Port} = inet:port(L),
+    Self = self(),
+    spawn_link(fun() ->
+                       R = ssl:connect("localhost", Port,
+                                       [binary, {active, false}, {verify, verify_none},
+                                        {versions, ['tlsv1.3']},
+                                        {supported_groups, [x25519, secp384r1]}], 10000),
+                       Self ! {client, R},
+                       receive stop -> ok end
+               end),
+    {ok, T} = gen_tcp:accept(L, 10000),
+    Steps = manual_handshake(T, Conn, []),
+    %% the first flight was a HelloRetryRequest (a ServerHello with RFC
+    %% 8446 §4.1.3's random), and every step before the end was dirty
+    [<<22, 3, 3, _:16, 2, _:24, 3, 3, Random:32/binary, _/binary>> | _] =
+        [Out || {more, Out, _} <- Steps, Out =/= <<>>],
+    ?assertEqual(crypto:hash(sha256, <<"HelloRetryRequest">>), Random),
+    ?assert(length([O || {_, O, _} <- Steps, O =/= <<>>]) >= 2),
+    ?assert(lists:all(fun({_, _, Dirty}) -> Dirty end, Steps)),
+    ?assertMatch({done, _, _}, lists:last(Steps)),
+    receive {client, R} -> ?assertMatch({ok, _}, R) after 10000 -> error(no_client) end,
+    gen_tcp:close(T),
+    gen_tcp:close(L).
+
+%% The server's side of a handshake driven by hand: each step as {more |
+%% done, Out, whether it ran on a dirty scheduler}, in order.
+manual_handshake(T, Conn, Acc) ->
+    Dirty = throng_tls_nif:steps_dirty(Conn),
+    {ok, In} = gen_tcp:recv(T, 0, 10000),
+    case throng_tls_nif:handshake(Conn, In) of
+        {more, Out} ->
+            ok = gen_tcp:send(T, Out),
+            manual_handshake(T, Conn, [{more, Out, Dirty} | Acc]);
+        {done, Out, _Info, _Rest} ->
+            ok = gen_tcp:send(T, Out),
+            ?assertNot(throng_tls_nif:steps_dirty(Conn)),   % over: no OpenSSL state
+            lists:reverse([{done, Out, Dirty} | Acc])
+    end.
+
+%% The ticket keys outlive a context: a ticket issued by one resumes with
+%% a context made later from the same file (what `reload-certs' does).
+tickets_survive_new_contexts(Config) ->
+    Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
+    {C1, S1} = connect(Config, rsa, Opts),
+    echo(C1, S1, <<"first">>),
+    [Ticket] = tickets(C1),
+    stop(C1, S1),
+    File = ?config(rsa, Config),
+    Cached = [K || {{throng_transport_tls, ctx, F, _} = K, _} <- persistent_term:get(), F =:= File],
+    ?assertNotEqual([], Cached),
+    [persistent_term:erase(K) || K <- Cached],
+    {C2, S2} = connect(Config, rsa, [{use_ticket, [Ticket]} | Opts]),
+    ?assertEqual({ok, [{session_resumption, true}]},
+                 ssl:connection_information(C2, [session_resumption])),
+    echo(C2, S2, <<"resumed with a new context">>),
+    stop(C2, S2).
 
 %% More than a record's worth each way, so records are split and joined.
 large_data_both_ways(Config) ->

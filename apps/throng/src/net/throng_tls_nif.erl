@@ -4,9 +4,11 @@
 %% {@link throng_tls_record}'s.
 -module(throng_tls_nif).
 
--export([ctx_new/3, conn_new/1, handshake/2, trim/0, timing/0]).
+-export([ctx_new/3, conn_new/1, handshake/2, steps_dirty/1, trim/0, timing/0]).
 %% timing/0: read by bench/tls/handshake_cost.sh over the distribution.
 -ignore_xref([{timing, 0}]).
+%% steps_dirty/1: read by rfc8446_tls_SUITE.
+-ignore_xref([{steps_dirty, 1}]).
 
 -on_load(load/0).
 
@@ -99,6 +101,14 @@ conn_new(_Ctx) -> erlang:nif_error(not_loaded).
     {more, Out :: binary()} | {done, Out :: binary(), info(), Rest :: binary()} |
     {error, string(), Out :: binary()}.
 handshake(_Conn, _Bytes) -> erlang:nif_error(not_loaded).
+
+%% @doc Whether the connection's next handshake step runs on a dirty CPU
+%% scheduler: every step until the end when the context has a slowly
+%% signing key (RSA above 3,072 bits) or allows finite-field groups
+%% (ffdhe*, whose key exchange the client picks); false once the
+%% handshake is over.
+-spec steps_dirty(conn()) -> boolean().
+steps_dirty(_Conn) -> erlang:nif_error(not_loaded).
 
 %% @doc Returns the free pages of the C heap (glibc's arenas) to the OS:
 %% what OpenSSL and other libraries freed but glibc kept. The handshake
