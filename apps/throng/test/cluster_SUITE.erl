@@ -33,7 +33,8 @@ all() ->
      sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
-     resumed_at_home_through_another_node].
+     resumed_at_home_through_another_node, dead_session_in_the_directory,
+     stuck_session_on_another_node_is_replaced].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -620,6 +621,47 @@ newer_session_wins_across_nodes(Config) ->
     Pid = erpc:call(N1, throng_sm, lookup, [jid(<<"carol">>, <<"same">>)]),
     ?assertEqual(N3, node(Pid)),
     ?C:close(New).
+
+%% The home's directory holds an entry of a process that is gone without
+%% its clean-up (killed; its node still connected): a login of that full
+%% JID at the home replaces it at once (it used to be found again at every
+%% claim, the login spinning for ever).
+dead_session_in_the_directory(Config) ->
+    Nodes = ?config(nodes, Config),
+    US = {<<"carol">>, <<"localhost">>},
+    {Home, _} = erpc:call(hd(Nodes), throng_members, place, [US]),
+    Other = hd(Nodes -- [Home]),
+    Dead = erpc:call(Other, erlang, spawn, [erlang, is_atom, [x]]),
+    wait_until(fun() -> not erpc:call(Other, erlang, is_process_alive, [Dead]) end),
+    true = erpc:call(Home, ets, insert, [throng_dir, {{US, <<"r">>}, Dead, 0, undefined, 1}]),
+    C = login(<<"carol">>, <<"r">>, Home),
+    ?assertEqual(<<"carol@localhost/r">>, ?C:jid(C)),
+    ?assertEqual([], erpc:call(Home, throng_dir, entries, [US])),
+    ?C:close(C).
+
+%% A session on one node that does not end when replaced (suspended) is
+%% killed after five seconds by the new session on another node, and its
+%% directory entry goes with it: the resource can be bound again anywhere.
+stuck_session_on_another_node_is_replaced(Config) ->
+    Nodes = ?config(nodes, Config),
+    US = {<<"carol">>, <<"localhost">>},
+    {Home, _} = erpc:call(hd(Nodes), throng_members, place, [US]),
+    [A, B] = Nodes -- [Home],
+    Old = online(<<"carol">>, <<"s">>, A),
+    OldPid = erpc:call(A, throng_sm, lookup, [jid(<<"carol">>, <<"s">>)]),
+    ok = erpc:call(A, sys, suspend, [OldPid]),
+    New = ?C:login(<<"carol">>, <<"password">>, <<"s">>,
+                   #{port => port_of(B), bind_timeout => 15000}),
+    ?assertEqual(<<"carol@localhost/s">>, ?C:jid(New)),
+    ?assertNot(erpc:call(A, erlang, is_process_alive, [OldPid])),
+    NewPid = erpc:call(Home, throng_sm, lookup, [jid(<<"carol">>, <<"s">>)]),
+    ?assertEqual(B, node(NewPid)),
+    ?C:close(New),
+    %% once it ends, the resource binds again at the home at once
+    wait_until(fun() -> erpc:call(Home, throng_dir, entries, [US]) =:= [] end),
+    Again = login(<<"carol">>, <<"s">>, Home),
+    ?C:close(Again),
+    _ = Old.
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),

@@ -28,7 +28,7 @@ cases() ->
      password_saslprepped_at_registration,
      scram_wrong_password, invalid_mechanism, sasl_abort, bad_base64,
      too_many_auth_failures, stanza_before_auth, plain_with_authzid,
-     bind_requested_resource, bind_generated_resource, bind_conflict_newer_wins,
+     bind_requested_resource, bind_generated_resource, bind_conflict_newer_wins, bind_conflict_with_a_stuck_session,
      stanza_before_bind, from_is_stamped, spoofed_from_is_rejected,
      iq_without_id_is_bad_request, unknown_iq_service_unavailable,
      malformed_to_jid, remote_domain_not_found, unsupported_stanza_type,
@@ -268,6 +268,31 @@ bind_conflict_newer_wins(_) ->
     ?assertEqual(<<"alice@localhost/same">>, ?C:jid(New)),
     #jid{} = J = jid(<<"alice@localhost/same">>),
     ?assert(is_pid(throng_sm:lookup(J))).
+
+%% An older session that does not end when told (here: suspended) is
+%% killed after five seconds, and the new one is bound: its entry, which no
+%% clean-up removed, does not stand in the way (the login used to spin on
+%% it for ever).
+bind_conflict_with_a_stuck_session(_) ->
+    Old = ?C:login(<<"alice">>, <<"password">>, <<"stuck">>),
+    J = jid(<<"alice@localhost/stuck">>),
+    OldPid = throng_sm:lookup(J),
+    ok = sys:suspend(OldPid),
+    MRef = erlang:monitor(process, OldPid),
+    %% the bind answers after the five seconds
+    New = ?C:login(<<"alice">>, <<"password">>, <<"stuck">>, #{bind_timeout => 15000}),
+    ?assertEqual(<<"alice@localhost/stuck">>, ?C:jid(New)),
+    receive {'DOWN', MRef, process, OldPid, Why} -> ?assertEqual(killed, Why)
+    after 1000 -> error(old_session_alive)
+    end,
+    NewPid = throng_sm:lookup(J),
+    ?assert(is_pid(NewPid) andalso NewPid =/= OldPid),
+    %% and the new session works
+    B = ?C:login(<<"bob">>, <<"password">>, <<"b">>),
+    ?C:send(B, ?C:message(<<"alice@localhost/stuck">>, <<"chat">>, <<"after the kill">>)),
+    ?assertEqual(<<"after the kill">>, throng_xml:subel_cdata(?C:recv_stanza(New), <<"body">>)),
+    _ = Old,
+    [?C:close(C) || C <- [New, B]].
 
 stanza_before_bind(_) ->
     C = ?C:connect(#{}),

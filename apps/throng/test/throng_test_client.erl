@@ -224,6 +224,11 @@ restart(#c{pid = Pid}) ->
 %% its full JID.
 -spec bind(client(), binary()) -> client().
 bind(C, Resource) ->
+    bind(C, Resource, ?TIMEOUT).
+
+%% @doc Binds, waiting at most Timeout ms for the result.
+-spec bind(client(), binary(), timeout()) -> client().
+bind(C, Resource, Timeout) ->
     Res = case Resource of
               <<>> -> [];
               _ -> [#xmlel{name = <<"resource">>, children = [{xmlcdata, Resource}]}]
@@ -231,7 +236,7 @@ bind(C, Resource) ->
     send(C, #xmlel{name = <<"iq">>, attrs = [{<<"type">>, <<"set">>}, {<<"id">>, <<"bind1">>}],
                    children = [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
                                       children = Res}]}),
-    R = recv_stanza(C),
+    R = recv_stanza(C, Timeout),
     <<"result">> = throng_xml:attr(<<"type">>, R),
     JID = throng_xml:cdata(throng_xml:subel(throng_xml:subel(R, <<"bind">>), <<"jid">>)),
     C#c{jid = JID}.
@@ -254,7 +259,7 @@ login(User, Password, Resource, Opts) ->
              Hash -> auth_scram(C, User, Password, Hash)
          end,
     _ = open_stream(C),
-    bind(C, Resource).
+    bind(C, Resource, maps:get(bind_timeout, Opts, ?TIMEOUT)).
 
 -spec jid(client()) -> binary().
 jid(#c{jid = J}) -> J.

@@ -21,7 +21,7 @@ all() ->
      resume_unknown_id_fails, resume_other_user_fails,
      queued_while_detached_are_delivered, timeout_moves_unacked_to_offline,
      clean_close_moves_unacked_to_offline, overflow_while_detached_goes_offline,
-     never_acking_client_is_cut_off,
+     never_acking_client_is_cut_off, killed_session_returns_its_messages,
      enable_before_auth_fails_stream_goes_on, resume_before_auth_fails_stream_goes_on,
      ack_request_before_auth_is_not_authorized, tampered_id_is_item_not_found,
      {group, socket_backend}].
@@ -225,6 +225,34 @@ queued_while_detached_are_delivered(_) ->
     timer:sleep(200),
     {B2, #xmlel{name = <<"resumed">>}} = resume(<<"bob">>, Id, 0),
     ?assertEqual([<<"while away">>], bodies(recv_messages(B2, 1))).
+
+%% A session replaced while it is stuck is killed after five seconds,
+%% without its own clean-up: the stored messages it was delivering and the
+%% client had not acknowledged go back to offline storage, and the new
+%% session of that resource gets them.
+killed_session_returns_its_messages(_) ->
+    A = online(<<"alice">>, <<"a">>),
+    ?C:send(A, msg(<<"bob@localhost">>, <<"kept until acked">>)),
+    ok = throng_ct:wait_until(fun() -> throng_mod_offline:count(bob()) =:= 1 end, 5000),
+    Old = login(<<"bob">>, <<"b">>),
+    _ = enable(Old, false),
+    ?C:send(Old, ?C:presence([])),   % initial presence: the stored message comes
+    ?assertEqual(<<"kept until acked">>, next_body(Old)),
+    ?assertEqual(0, throng_mod_offline:count(bob())),
+    OldPid = throng_sm:lookup((bob())#jid{resource = <<"b">>}),
+    ok = sys:suspend(OldPid),
+    New = ?C:login(<<"bob">>, <<"password">>, <<"b">>, #{bind_timeout => 15000}),
+    ?assertNot(is_process_alive(OldPid)),
+    ?C:send(New, ?C:presence([])),
+    ?assertEqual(<<"kept until acked">>, next_body(New)),
+    [?C:close(C) || C <- [A, New]].
+
+%% The body of the next message that arrives (presences before it skipped).
+next_body(C) ->
+    case ?C:recv_stanza(C) of
+        #xmlel{name = <<"message">>} = M -> throng_xml:subel_cdata(M, <<"body">>);
+        _ -> next_body(C)
+    end.
 
 %% No resumption within resume_timeout: the unacknowledged messages are
 %% stored offline and come at the next login.

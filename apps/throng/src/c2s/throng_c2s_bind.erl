@@ -7,6 +7,9 @@
 
 -export([bind/3, open_session/2]).
 
+%% How long a new session waits for the older one of its full JID to end.
+-define(REPLACE_WAIT, 5000).
+
 
 %% @doc A bind IQ: the resource asked for (or a random one) is bound, the
 %% session opened; the connection moves to the session state.
@@ -66,6 +69,14 @@ open_session(Resource, D) ->
 %% The newer session wins (RFC 6120 §7.7.2.2): the older one is told to go
 %% and this one waits until it is gone, so its unavailable presence goes out
 %% before this session can send any.
+%%
+%% An older session that has not ended after ?REPLACE_WAIT (stuck in a
+%% call, or itself still waiting for an older one) is killed: it runs no
+%% clean-up, so its entries are removed here (a dead process's entry would
+%% otherwise be found again at every claim: the login used to spin) and the
+%% messages it held in flight go back to offline storage, where this
+%% session takes them at its initial presence. A session replaced while it
+%% waits gives up: conflict, and the `replaced' it got ends its stream.
 register_session(JID) ->
     case throng_sm:register(JID, self()) of
         ok -> ok;
@@ -73,10 +84,23 @@ register_session(JID) ->
         {exists, Old} ->
             MRef = erlang:monitor(process, Old),
             throng_session:replace(Old, self()),
-            receive {'DOWN', MRef, process, Old, _} -> ok
-            after 5000 -> exit(Old, kill),
-                          receive {'DOWN', MRef, process, Old, _} -> ok end
-            end,
-            register_session(JID)
+            receive
+                {'DOWN', MRef, process, Old, _} ->
+                    ok = throng_sm:forget(JID, Old),
+                    register_session(JID);
+                {replaced, _By} = Replaced ->
+                    erlang:demonitor(MRef, [flush]),
+                    ok = throng_sm:unregister(JID, self()),
+                    self() ! Replaced,
+                    conflict
+            after ?REPLACE_WAIT ->
+                    exit(Old, kill),
+                    receive {'DOWN', MRef, process, Old, _} -> ok end,
+                    logger:warning(#{what => replaced_session_killed,
+                                     jid => throng_jid:to_binary(JID), wait_ms => ?REPLACE_WAIT}),
+                    ok = throng_sm:forget(JID, Old),
+                    ok = throng_sm:recover_killed(Old),
+                    register_session(JID)
+            end
     end.
 

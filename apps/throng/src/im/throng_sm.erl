@@ -27,7 +27,7 @@
 -include("throng.hrl").
 
 -compile({no_auto_import, [register/2, unregister/1]}).
--export([init/0, register/2, unregister/2, set_presence/3, resources/1,
+-export([init/0, register/2, unregister/2, forget/2, recover_killed/1, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
          set_detached/2, is_detached/1, has_local/1, is_local/1, own_presence/1, set_flag/2,
          has_flag/2,
@@ -158,6 +158,31 @@ unregister(#jid{user = U, server = S, resource = R}, Pid) ->
     case holder(U, S) of
         none -> ok;
         Node -> throng_dir:remove(Node, Key, Pid)
+    end.
+
+%% @doc The session Pid of a full JID is gone without its own clean-up
+%% (killed, or its node is gone): its entries go, here and in the
+%% directory, if they are still its own.
+-spec forget(#jid{}, pid()) -> ok.
+forget(#jid{user = U, server = S, resource = R}, Pid) ->
+    Key = {{U, S}, R},
+    unregister_local(Key, Pid),
+    case throng_members:clustered() of
+        false -> ok;
+        true -> throng_dir:remove(throng_members:holder({U, S}, node(Pid)), Key, Pid)
+    end.
+
+%% @doc After a session was killed: the messages it held in flight
+%% (XEP-0198, kept durably until acknowledged) go back to offline storage,
+%% on its node (the node recovers its own rows whose owner is dead).
+-spec recover_killed(pid()) -> ok.
+recover_killed(Pid) ->
+    try erpc:call(node(Pid), throng_storage, inflight_recover, [orphans], 10000) of
+        _ -> ok
+    catch Class:Why ->
+            logger:error(#{what => inflight_recover_failed, owner => Pid,
+                           reason => {Class, Why}}),
+            ok
     end.
 
 unregister_local(Key, Pid) ->
