@@ -34,7 +34,7 @@ all() ->
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
      resumed_at_home_through_another_node, dead_session_in_the_directory,
-     stuck_session_on_another_node_is_replaced].
+     stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -662,6 +662,29 @@ stuck_session_on_another_node_is_replaced(Config) ->
     Again = login(<<"carol">>, <<"s">>, Home),
     ?C:close(Again),
     _ = Old.
+
+%% A node dies while the home's directory writers still hold its claim:
+%% the drop comes after it, and no entry of the dead node is left behind
+%% (it used to be applied after the drop and stay for good).
+queued_directory_write_of_a_dead_node(Config) ->
+    Nodes = ?config(nodes, Config),
+    US = {<<"carol">>, <<"localhost">>},
+    {Home, _} = erpc:call(hd(Nodes), throng_members, place, [US]),
+    Dying = lists:last(Nodes -- [Home]),
+    Writers = [list_to_atom("throng_dir_" ++ integer_to_list(I)) || I <- lists:seq(1, 8)],
+    [ok = erpc:call(Home, sys, suspend, [W]) || W <- Writers],
+    %% the claim times out after five seconds and is taken as accepted
+    C = ?C:login(<<"carol">>, <<"password">>, <<"q">>,
+                 #{port => port_of(Dying), bind_timeout => 15000}),
+    Peer = proplists:get_value(Dying, get_peers_by_node()),
+    erpc:cast(Dying, erlang, halt, [137]),
+    wait_until(fun() -> not lists:member(Dying, erpc:call(Home, throng_cluster, members, [])) end),
+    [ok = erpc:call(Home, sys, resume, [W]) || W <- Writers],
+    wait_until(fun() -> erpc:call(Home, throng_metrics, value, [cluster_sessions_dropped]) >= 1 end),
+    ?assertEqual([], [E || {_, Pid, _, _, _} = E <- erpc:call(Home, throng_dir, entries, [US]),
+                           node(Pid) =:= Dying]),
+    catch peer:stop(Peer),
+    _ = C.
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),

@@ -24,6 +24,8 @@
 -define(TAB, throng_dir).
 -define(SHARDS, 8).
 -define(CALL_TIMEOUT, 5000).
+%% How long drop_node/1 waits for a writer to apply what it was sent.
+-define(SYNC_TIMEOUT, 30000).
 
 -type entry() :: {throng_sm:key(), pid(), undefined | integer(),
                   undefined | empty | tuple(), Stamp :: integer()}.
@@ -101,8 +103,17 @@ entries(US) ->
     ets:select(?TAB, [{{{US, '_'}, '_', '_', '_', '_'}, [], ['$_']}]).
 
 %% @doc Removes and returns the entries of sessions on Node (it went down).
+%% The writers first apply what they were sent before: a claim or backup
+%% write of Node's sessions still in a writer's queue would otherwise be
+%% applied after the drop and stay for good (an entry of a dead process
+%% that routing trusts while its node name is connected again).
 -spec drop_node(node()) -> [entry()].
 drop_node(Node) ->
+    _ = [try gen_server:call(name(I), sync, ?SYNC_TIMEOUT)
+         catch exit:Why ->
+                 logger:warning(#{what => directory_writer_behind, writer => name(I),
+                                  node_gone => Node, reason => Why})
+         end || I <- lists:seq(1, ?SHARDS)],
     Match = {{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}]},
     Entries = ets:select(?TAB, [erlang:append_element(Match, ['$_'])]),
     _ = ets:select_delete(?TAB, [erlang:append_element(Match, [true])]),
@@ -129,8 +140,10 @@ size() ->
 init(Funs) ->
     {ok, Funs}.
 
--spec handle_call({claim, entry()} | {remove, throng_sm:key(), pid()}, gen_server:from(),
+-spec handle_call({claim, entry()} | {remove, throng_sm:key(), pid()} | sync, gen_server:from(),
                   funs()) -> {reply, ok | {exists, pid()} | conflict, funs()}.
+handle_call(sync, _From, Funs) ->
+    {reply, ok, Funs};
 handle_call({claim, Entry}, _From, Funs) ->
     {reply, do_claim(Entry, Funs), Funs};
 handle_call({remove, Key, Pid}, _From, Funs) ->
