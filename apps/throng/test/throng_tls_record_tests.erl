@@ -111,6 +111,39 @@ malformed_test() ->
     %% A header cut short is kept for later, not refused.
     ?assertMatch({ok, <<>>, [], _}, throng_tls_record:open(<<23, 3>>, Server)).
 
+%% RFC 8446 §5.1: a KeyUpdate must end its record (nothing may follow it
+%% under the old key), and a handshake message split over records must not
+%% be interleaved with other records: unexpected_message.
+key_update_alignment_test() ->
+    CS = binary:copy(<<1>>, 32),
+    S0 = throng_tls_record:new(#{version => tls13, cipher => 'TLS_AES_128_GCM_SHA256',
+                                 client_secret => CS, server_secret => binary:copy(<<2>>, 32),
+                                 write_records => 0}),
+    Seal = fun(Seq, Inner) ->
+                   {K, IV} = throng_tls_kdf:tls13_keys(sha256, CS, 16),
+                   Nonce = crypto:exor(IV, <<0:32, Seq:64>>),
+                   H = <<23, 3, 3, (byte_size(Inner) + 16):16>>,
+                   {C, T} = crypto:crypto_one_time_aead(aes_128_gcm, K, Nonce, Inner, H, 16, true),
+                   <<H/binary, C/binary, T/binary>>
+           end,
+    KeyUpdate = <<24, 0, 0, 1, 0>>,
+    Refused = fun(Wire, S) ->
+                      case throng_tls_record:open(Wire, S) of
+                          {error, {alert, unexpected_message}, _} -> true;
+                          _ -> false
+                      end
+              end,
+    %% two KeyUpdates in one record; a KeyUpdate and the start of another message
+    ?assert(Refused(Seal(0, <<KeyUpdate/binary, KeyUpdate/binary, 22>>), S0)),
+    ?assert(Refused(Seal(0, <<KeyUpdate/binary, 24, 22>>), S0)),
+    %% application data while a handshake message is half received
+    {ok, <<>>, _, S1} = throng_tls_record:open(Seal(0, <<24, 0, 22>>), S0),
+    ?assert(Refused(Seal(1, <<"x", 23>>), S1)),
+    %% the same message completed by the next record is fine, and so is a
+    %% KeyUpdate alone in its record
+    ?assertMatch({ok, <<>>, _, _}, throng_tls_record:open(Seal(1, <<0, 1, 0, 22>>), S1)),
+    ?assertMatch({ok, <<>>, _, _}, throng_tls_record:open(Seal(0, <<KeyUpdate/binary, 22>>), S0)).
+
 %% Sealing with a stale copy of the state never repeats a nonce: the write
 %% sequence number is shared by every copy.
 stale_copy_test() ->

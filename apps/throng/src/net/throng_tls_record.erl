@@ -320,6 +320,11 @@ strip(Inner, N) ->
         Type -> {Type, binary:part(Inner, 0, N - 1)}
     end.
 
+content(Type, _Data, #tls{version = tls13, hs = Hs} = S) when Hs =/= <<>>,
+                                                               Type =/= ?CT_HANDSHAKE ->
+    %% A handshake message split over records must not be interleaved with
+    %% other records (RFC 8446 §5.1).
+    {fatal, unexpected_message, S};
 content(?CT_APP, Data, S) ->
     {data, Data, S};
 content(?CT_ALERT, <<_Level, 0>>, S) ->
@@ -337,6 +342,11 @@ content(?CT_HANDSHAKE, Data, #tls{hs = Hs} = S) ->
 content(_Type, _Data, S) ->
     {fatal, unexpected_message, S}.
 
+handshake(<<?HS_KEY_UPDATE, Len:24, _:Len/binary, More/binary>>, #tls{version = tls13} = S, _Out)
+  when More =/= <<>> ->
+    %% A KeyUpdate changes the read key: it must end its record (RFC 8446
+    %% §5.1), nothing may follow it under the old key.
+    {fatal, unexpected_message, S};
 handshake(<<MsgType, Len:24, Body:Len/binary, More/binary>>, S, Out) ->
     case post_handshake(MsgType, Body, S) of
         {send, O, S1} -> handshake(More, S1, [Out, O]);
