@@ -36,6 +36,7 @@ groups() ->
                            database_down_fails_fast_and_comes_back,
                            committed_data_survives_a_server_restart,
                            orphans_go_back_after_an_outage,
+                           claim_with_an_unknown_commit_puts_back,
                            a_statement_that_waits_too_long_is_cancelled,
                            a_borrower_killed_in_a_transaction_leaks_nothing,
                            idle_connections_give_their_heap_back]},
@@ -657,6 +658,34 @@ orphans_go_back_after_an_outage(Config) ->
     throng_ct:wait_until(fun() -> (catch ?ST:offline_count(<<"alice">>, ?S)) =:= 2 end, 20000),
     ?assertEqual(1, ?ST:inflight_count()),
     ?assertEqual(0, ?ST:offline_count(<<"bob">>, ?S)).
+
+%% A claim whose COMMIT reached the server but whose answer was lost
+%% (connection broken or timed out): the claim raises, and the messages
+%% are back in offline storage for the next try, not in flight for a
+%% session that never got them (as with Mnesia: durability_SUITE).
+claim_with_an_unknown_commit_puts_back(Config) ->
+    PG = ?config(pg, Config),
+    start_on(Config, throng_pg:new_database(PG)),
+    [ok = ?ST:offline_store(<<"alice">>, ?S, msg(I, integer_to_binary(I)), {10, 100000})
+     || I <- [1, 2]],
+    ok = meck:new(throng_pgsql_conn, [passthrough]),
+    try
+        ok = meck:expect(throng_pgsql_conn, squery,
+                         fun(Conn, "COMMIT" = Sql, Timeout) ->
+                                 {ok, _} = meck:passthrough([Conn, Sql, Timeout]),
+                                 {error, {connection, timeout}};
+                            (Conn, Sql, Timeout) ->
+                                 meck:passthrough([Conn, Sql, Timeout])
+                         end),
+        ?assertMatch({sync, {commit_unknown, timeout}},
+                     failure(fun() -> ?ST:inflight_claim(<<"alice">>, ?S, self()) end))
+    after
+        meck:unload(throng_pgsql_conn)
+    end,
+    ?assertEqual(2, ?ST:offline_count(<<"alice">>, ?S)),
+    ?assertEqual(0, ?ST:inflight_count()),
+    ?assertEqual([<<"1">>, <<"2">>],
+                 [body(M) || {_, M} <- ?ST:inflight_claim(<<"alice">>, ?S, self())]).
 
 %% A pool of one connection and a short query_timeout.
 start_small(Config) ->

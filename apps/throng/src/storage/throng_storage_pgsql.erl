@@ -53,6 +53,8 @@
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
 
 %% Users (or keys) per statement of a batch.
+%% The keys of a claim being committed (process dictionary of the caller).
+-define(CLAIMED, {?MODULE, claimed}).
 -define(BATCH, 500).
 %% The first key of the advisory locks on users (the second is the user's
 %% hash): keeps them apart from other users of advisory locks.
@@ -366,25 +368,49 @@ transaction(Fun, Opts) ->
     throng_pgsql:transaction(Fun, Opts).
 
 %% The user's offline messages move into flight in one transaction, oldest
-%% first; a user with none costs one read.
+%% first; a user with none costs one read. When the commit's outcome is
+%% unknown (the connection broke or timed out after COMMIT was sent), the
+%% messages are put back before the error is raised, as the contract asks:
+%% if the commit did land they would otherwise sit in flight, owned by a
+%% session that never got them, until that session ends. Putting back is
+%% harmless if it did not (the statement moves only rows that exist).
 -spec inflight_claim(binary(), binary(), pid()) -> [{throng_storage:inflight_key(), #offline_msg{}}].
 inflight_claim(U, S, Owner) ->
     case read(offline_exists, [S, U]) of
         [[false]] -> [];
         [[true]] ->
-            transaction(
-              fun() ->
-                      {rows, Rows} = write(offline_take, [S, U]),
-                      Msgs = [#offline_msg{timestamp = T, from = F, packet = P}
-                              || {T, _Id, F, P} <- lists:sort([list_to_tuple([T, Id, F, P])
-                                                                || [Id, T, F, P] <- Rows])],
-                      Claimed = [{new_key(U, S), M} || M <- Msgs],
-                      case Claimed of
-                          [] -> [];
-                          _ -> _ = write(inflight_insert, inflight_rows(U, S, Owner, Claimed)),
-                               Claimed
-                      end
-              end)
+            try claim(U, S, Owner)
+            catch error:{storage_failed, {sync, _}} = E:Stack ->
+                    put_back(get(?CLAIMED)),
+                    erlang:raise(error, E, Stack)
+            after
+                erase(?CLAIMED)
+            end
+    end.
+
+claim(U, S, Owner) ->
+    transaction(
+      fun() ->
+              {rows, Rows} = write(offline_take, [S, U]),
+              Msgs = [#offline_msg{timestamp = T, from = F, packet = P}
+                      || {T, _Id, F, P} <- lists:sort([list_to_tuple([T, Id, F, P])
+                                                        || [Id, T, F, P] <- Rows])],
+              Claimed = [{new_key(U, S), M} || M <- Msgs],
+              put(?CLAIMED, [K || {K, _} <- Claimed]),
+              case Claimed of
+                  [] -> [];
+                  _ -> _ = write(inflight_insert, inflight_rows(U, S, Owner, Claimed)),
+                       Claimed
+              end
+      end).
+
+put_back(undefined) -> ok;
+put_back([]) -> ok;
+put_back(Keys) ->
+    try inflight_return(Keys)
+    catch error:{storage_failed, Why} ->
+            logger:error(#{what => offline_put_back_failed, reason => Why,
+                           messages => length(Keys)})
     end.
 
 %% In flight back to offline storage, in one statement, outside the user's
