@@ -37,6 +37,7 @@ groups() ->
                            committed_data_survives_a_server_restart,
                            orphans_go_back_after_an_outage,
                            claim_with_an_unknown_commit_puts_back,
+                           a_silent_server_does_not_stop_reconnecting,
                            a_statement_that_waits_too_long_is_cancelled,
                            a_borrower_killed_in_a_transaction_leaks_nothing,
                            idle_connections_give_their_heap_back]},
@@ -686,6 +687,79 @@ claim_with_an_unknown_commit_puts_back(Config) ->
     ?assertEqual(0, ?ST:inflight_count()),
     ?assertEqual([<<"1">>, <<"2">>],
                  [body(M) || {_, M} <- ?ST:inflight_claim(<<"alice">>, ?S, self())]).
+
+%% The server goes silent while a lost connection is set up again: it
+%% accepts the login and never answers the driver's first query (which
+%% the driver waits for without a timeout). The attempt is given up at its
+%% deadline, with the driver's process, and the next one, once the server
+%% answers again, gets the pool back (it used to stay without a connection
+%% for good).
+a_silent_server_does_not_stop_reconnecting(Config) ->
+    PG = ?config(pg, Config),
+    {ProxyPort, Mode} = proxy_start(maps:get(port, PG)),
+    #{pgsql := Pg} = Storage = throng_pg:storage(PG, throng_pg:new_database(PG)),
+    throng_ct:start(Config, #{storage => Storage#{pgsql => Pg#{port => ProxyPort, pool_size => 1,
+                                                               connect_timeout => 500,
+                                                               query_timeout => 500}}}),
+    ok = ?ST:kv_put(mod_a, k, before),
+    ?assertEqual(1, length(drivers())),
+    atomics:put(Mode, 1, 1),                                   % silent from now on
+    Conn = element(5, sys:get_state(throng_pgsql_1)),
+    exit(Conn, kill),
+    throng_ct:wait_until(fun() -> length(drivers()) =:= 1 andalso
+                                      element(5, sys:get_state(throng_pgsql_1)) =:= undefined
+                         end, 5000),
+    timer:sleep(1000),
+    ?assertEqual({aborted, db_down}, failure(fun() -> ?ST:kv_get(mod_a, k) end)),
+    atomics:put(Mode, 1, 0),                                   % answering again
+    %% deadline 500 + 2 x 500 + 5000 ms, then the backoff
+    throng_ct:wait_until(fun() -> (catch ?ST:kv_get(mod_a, k)) =:= {ok, before} end, 20000),
+    ?assertEqual(1, length(drivers())).
+
+%% The driver's connection processes of this node.
+drivers() ->
+    [P || P <- processes(), proc_lib:translate_initial_call(P) =:= {pgsql_proto, init, 1}].
+
+%% A TCP proxy to the PostgreSQL server. Mode 0: it relays both ways; mode
+%% 1 (for the connections made from then on): it answers the login as a
+%% server that accepts it (AuthenticationOk, ReadyForQuery), then reads and
+%% answers nothing.
+proxy_start(PgPort) ->
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {reuseaddr, true}]),
+    {ok, Port} = inet:port(L),
+    Mode = atomics:new(1, []),
+    Pid = spawn(fun() -> receive go -> proxy_accept(L, PgPort, Mode) end end),
+    ok = gen_tcp:controlling_process(L, Pid),
+    Pid ! go,
+    {Port, Mode}.
+
+proxy_accept(L, PgPort, Mode) ->
+    case gen_tcp:accept(L) of
+        {ok, S} ->
+            Handler = spawn(fun() -> receive go -> proxy_conn(S, PgPort, atomics:get(Mode, 1)) end end),
+            ok = gen_tcp:controlling_process(S, Handler),
+            Handler ! go,
+            proxy_accept(L, PgPort, Mode);
+        {error, _} ->
+            ok
+    end.
+
+proxy_conn(S, PgPort, 0) ->
+    {ok, P} = gen_tcp:connect("127.0.0.1", PgPort, [binary, {active, true}]),
+    ok = inet:setopts(S, [{active, true}]),
+    relay(S, P);
+proxy_conn(S, _PgPort, 1) ->
+    {ok, <<Len:32>>} = gen_tcp:recv(S, 4),
+    {ok, _Startup} = gen_tcp:recv(S, Len - 4),
+    ok = gen_tcp:send(S, [<<$R, 8:32, 0:32>>, <<$Z, 5:32, $I>>]),
+    receive {tcp_closed, S} -> ok end.
+
+relay(A, B) ->
+    receive
+        {tcp, A, D} -> ok = gen_tcp:send(B, D), relay(A, B);
+        {tcp, B, D} -> ok = gen_tcp:send(A, D), relay(A, B);
+        {tcp_closed, _} -> gen_tcp:close(A), gen_tcp:close(B)
+    end.
 
 %% A pool of one connection and a short query_timeout.
 start_small(Config) ->

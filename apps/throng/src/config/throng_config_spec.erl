@@ -627,9 +627,11 @@ storage_spec() ->
                    connect_timeout =>
                        #{type => {int, 100, 600000}, default => 5000,
                          doc => "Milliseconds a TCP connection to the server may take to open. "
-                                "A lost connection is retried after 100 ms, then twice as "
-                                "long each time up to 5 s; meanwhile storage calls fail at "
-                                "once (a login gets temporary-auth-failure)."},
+                                "A lost connection is retried at once, then after 100 ms, "
+                                "twice as long each time up to 5 s; meanwhile storage calls "
+                                "fail at once (a login gets temporary-auth-failure). An "
+                                "attempt the server stops answering is given up after "
+                                "connect_timeout + 2 x query_timeout + 5 s."},
                    query_timeout =>
                        #{type => {int, 100, 3600000}, default => 10000,
                          doc => "Milliseconds one statement may run (the server cancels it: "

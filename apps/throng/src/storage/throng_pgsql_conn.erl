@@ -13,7 +13,12 @@
 %% ({@link kill/1}), with the same effect.
 %%
 %% Connecting runs in a helper process, so that a server that is slow to
-%% answer never blocks a checkout; attempts after a failure wait 100 ms,
+%% answer never blocks a checkout. An attempt has a deadline (connect_timeout
+%% + 2 × query_timeout + 5 s): the driver waits without a timeout for the
+%% answer to its first query after the login, so a server or network that
+%% goes silent at that moment would hold the attempt, and this process's
+%% reconnecting, for good. At the deadline the helper and the driver's
+%% process it started are killed and the attempt counts as failed. Attempts after a failure wait 100 ms,
 %% then twice as long each time, up to 5 s, or none at all once another
 %% process of the pool has connected (it tells the others). The first
 %% attempt, at start, is waited for, so that a pool that has just started
@@ -320,6 +325,14 @@ handle_info({'DOWN', MRef, process, Pid, Why}, #st{holder = {_, _, MRef}, conn =
                     borrower => Pid, reason => Why}),
     kill(Conn),
     {noreply, start_connect(lost(St#st{holder = undefined}))};
+handle_info({connect_deadline, Helper}, #st{helper = Helper} = St) ->
+    %% Its 'EXIT' (killed) follows: a failed attempt, retried with backoff.
+    logger:warning(#{what => pgsql_connect_stuck, pool_process => St#st.name,
+                     deadline_ms => deadline(St#st.opts),
+                     text => "the server stopped answering while the connection was set up"}),
+    _ = [exit(P, kill) || P <- started_by(Helper)],
+    exit(Helper, kill),
+    {noreply, St};
 handle_info(reconnect, #st{conn = undefined, helper = undefined} = St) ->
     {noreply, start_connect(St)};
 handle_info(idle_gc, #st{conn = Conn, holder = Holder, opts = Opts} = St) ->
@@ -386,7 +399,16 @@ start_connect(#st{opts = Opts} = St) ->
                                         exit({connect_failed, Why})
                                 end
                         end),
+    _ = erlang:send_after(deadline(Opts), self(), {connect_deadline, Helper}),
     St#st{helper = Helper}.
+
+deadline(#{connect_timeout := Connect, query_timeout := Query}) ->
+    Connect + 2 * Query + 5000.
+
+%% The processes Helper started: the driver's connection process, started
+%% unlinked by pgsql:connect/1 (its socket reader is linked to it).
+started_by(Helper) ->
+    [P || P <- processes(), process_info(P, parent) =:= {parent, Helper}].
 
 reason({connect_failed, Why}) -> reason(Why);
 reason({Why, [{_, _, _, _} | _]}) -> Why;
