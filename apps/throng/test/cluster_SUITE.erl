@@ -830,6 +830,8 @@ resumption_on_another_node_fails_cleanly(Config) ->
     %% The client got message 1 (h = 1) and comes back on node 3.
     {C, F} = bob_resumes(port_of(N3), Id, H),
     ?assertEqual(<<"failed">>, F#xmlel.name),
+    %% the one stanza of Bob's the old session handled (XEP-0198 §5)
+    ?assertEqual(<<"1">>, throng_xml:attr(<<"h">>, F)),
     ?assertEqual([], erpc:call(N1, throng_sm, resources, [{<<"bob">>, <<"localhost">>}])),
     %% A new session on node 3: messages 2 and 3 come, 1 does not.
     B2 = ?C:bind(C, <<"b">>),
@@ -845,6 +847,9 @@ bob_detached(B, Login, Node) ->
     ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
     E = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
     Id = throng_xml:attr(<<"id">>, E),
+    %% one stanza of Bob's own the server handles (its h for the client: 1)
+    ?C:send(B, #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>},
+                                                      {<<"to">>, <<"carol@localhost">>}]}),
     A = Login(),
     [?C:send(A, ?C:message(<<"bob@localhost/b">>, <<"chat">>, integer_to_binary(I)))
      || I <- lists:seq(1, 3)],

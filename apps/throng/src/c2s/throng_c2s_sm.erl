@@ -85,7 +85,7 @@ resume(El, D) ->
 %% @doc Asks the session a <resume/> names (previd, h) to take this
 %% authenticated connection over: {ok, Pid} when it agreed (the caller
 %% hands the socket over), or the condition of the <failed/> to send.
--spec take_over(#xmlel{}, data()) -> {ok, pid()} | {error, atom()}.
+-spec take_over(#xmlel{}, data()) -> {ok, pid()} | {error, throng_stream_mgmt:failure()}.
 take_over(El, D) ->
     case {throng_stream_mgmt:parse_id(throng_xml:attr(<<"previd">>, El, <<>>)),
           string:to_integer(throng_xml:attr(<<"h">>, El, <<>>))} of
@@ -108,15 +108,20 @@ take_over(El, D) ->
 %% resource, or to offline storage); only when it is gone does the client
 %% hear <failed/>, so the new session it binds finds those messages at its
 %% initial presence: nothing is lost, nothing acknowledged comes twice.
+%% The <failed/> carries the count of the client's stanzas the old session
+%% handled (h), so the client sends again only those it did not.
 resume_remote(Pid, H, D) ->
     Bare = #jid{user = D#d.user, server = D#d.server},
     MRef = erlang:monitor(process, Pid),
     try gen_statem:call(Pid, {resume_elsewhere, Bare, H}, 5000) of
-        ok ->
+        Ok when Ok =:= ok; element(1, Ok) =:= ok ->   % ok: a node of an older release
             receive {'DOWN', MRef, process, Pid, _} -> ok
             after 10000 -> erlang:demonitor(MRef, [flush])
             end,
-            {error, 'item-not-found'};
+            case Ok of
+                {ok, Handled} -> {error, {'item-not-found', Handled}};
+                ok -> {error, 'item-not-found'}
+            end;
         {error, _} = Error ->
             erlang:demonitor(MRef, [flush]),
             Error
@@ -132,7 +137,7 @@ resume_remote(Pid, H, D) ->
 resume_elsewhere(From, Bare, H, State, D) ->
     case resume_request(From, Bare, H, State, D) of
         {keep_state, D1, [{reply, From, ok}]} ->
-            gen_statem:reply(From, ok),
+            gen_statem:reply(From, {ok, throng_stream_mgmt:in_count(D1#d.sm)}),
             {stop, {shutdown, resumed_on_other_node}, D1};
         Refused ->
             Refused

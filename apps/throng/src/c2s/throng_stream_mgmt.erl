@@ -14,6 +14,7 @@
 -export([new/1, handled/1, sent/2, ack/2, unacked/1, set_unacked/2, pending/1, should_request/2,
          requested/1, id/1, resumable/1, in_count/1, make_id/1, parse_id/1,
          enabled_el/3, a_el/1, r_el/0, resumed_el/2, failed_el/1]).
+-export_type([failure/0]).
 
 %% API used by tests: the id of any pid (a session's own is made by new/1).
 -ignore_xref([{make_id, 1}]).
@@ -186,7 +187,15 @@ r_el() -> ["<r xmlns='", ?NS_SM, "'/>"].
 resumed_el(Id, H) ->
     ["<resumed xmlns='", ?NS_SM, "' previd='", Id, "' h='", integer_to_binary(H), "'/>"].
 
--spec failed_el(atom()) -> iodata().
+%% A <failed/>'s condition, with the count of the client's stanzas the
+%% session handled when it is known (XEP-0198 §5: the client then knows
+%% which of its unacknowledged stanzas to send again).
+-type failure() :: atom() | {atom(), non_neg_integer()}.
+
+-spec failed_el(failure()) -> iodata().
+failed_el({Cond, H}) ->
+    ["<failed xmlns='", ?NS_SM, "' h='", integer_to_binary(H), "'><", atom_to_binary(Cond),
+     " xmlns='", ?NS_STANZAS, "'/></failed>"];
 failed_el(Cond) ->
     ["<failed xmlns='", ?NS_SM, "'><", atom_to_binary(Cond), " xmlns='", ?NS_STANZAS,
      "'/></failed>"].
