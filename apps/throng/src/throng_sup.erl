@@ -62,7 +62,8 @@ init(services) ->
         %% The cluster: this node's part of the session directory, then the
         %% membership process that fills the member list.
         throng_dir:child_specs(#{rival => fun throng_sm:local_rival/2,
-                                 joined => fun throng_sm:joined/2}) ++
+                                 joined => fun throng_sm:joined/2,
+                                 replace => fun throng_session:replace/2}) ++
         %% Stanzas handed to this node as their users' home, and the copies
         %% of those it handed to others, kept until confirmed.
         throng_handoff:child_specs() ++

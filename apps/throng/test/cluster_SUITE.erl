@@ -34,7 +34,8 @@ all() ->
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
      resumed_at_home_through_another_node, dead_session_in_the_directory,
-     stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node].
+     stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node,
+     slow_home_still_replaces_the_older_session].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -673,9 +674,16 @@ queued_directory_write_of_a_dead_node(Config) ->
     Dying = lists:last(Nodes -- [Home]),
     Writers = [list_to_atom("throng_dir_" ++ integer_to_list(I)) || I <- lists:seq(1, 8)],
     [ok = erpc:call(Home, sys, suspend, [W]) || W <- Writers],
-    %% the claim times out after five seconds and is taken as accepted
-    C = ?C:login(<<"carol">>, <<"password">>, <<"q">>,
-                 #{port => port_of(Dying), bind_timeout => 15000}),
+    %% a session of the dying node claims its full JID: the claim waits in
+    %% a writer's queue at the home
+    Session = erpc:call(Dying, erlang, spawn, [timer, sleep, [infinity]]),
+    Entry = {{US, <<"q">>}, Session, undefined, undefined, erlang:system_time(microsecond)},
+    _ = erpc:call(Dying, erlang, spawn, [throng_dir, claim, [Home, Entry]]),
+    wait_until(fun() ->
+                       lists:sum([element(2, erpc:call(Home, erlang, process_info,
+                                                       [whereis_on(Home, W), message_queue_len]))
+                                  || W <- Writers]) >= 1
+               end),
     Peer = proplists:get_value(Dying, get_peers_by_node()),
     erpc:cast(Dying, erlang, halt, [137]),
     wait_until(fun() -> not lists:member(Dying, erpc:call(Home, throng_cluster, members, [])) end),
@@ -683,8 +691,37 @@ queued_directory_write_of_a_dead_node(Config) ->
     wait_until(fun() -> erpc:call(Home, throng_metrics, value, [cluster_sessions_dropped]) >= 1 end),
     ?assertEqual([], [E || {_, Pid, _, _, _} = E <- erpc:call(Home, throng_dir, entries, [US]),
                            node(Pid) =:= Dying]),
-    catch peer:stop(Peer),
-    _ = C.
+    _ = (catch peer:stop(Peer)),
+    ok.
+
+whereis_on(Node, Name) ->
+    erpc:call(Node, erlang, whereis, [Name]).
+
+%% The home's directory writers are held up longer than a claim waits:
+%% the claim is asked again, and the older session of the full JID is
+%% replaced all the same (the home tells it). It used to take the timeout
+%% as an acceptance and leave both sessions bound.
+slow_home_still_replaces_the_older_session(Config) ->
+    Nodes = ?config(nodes, Config),
+    US = {<<"carol">>, <<"localhost">>},
+    {Home, _} = erpc:call(hd(Nodes), throng_members, place, [US]),
+    [A, B] = Nodes -- [Home],
+    Old = online(<<"carol">>, <<"w">>, A),
+    Writers = [list_to_atom("throng_dir_" ++ integer_to_list(I)) || I <- lists:seq(1, 8)],
+    [ok = erpc:call(Home, sys, suspend, [W]) || W <- Writers],
+    Self = self(),
+    spawn_link(fun() ->
+                       New = ?C:login(<<"carol">>, <<"password">>, <<"w">>,
+                                      #{port => port_of(B), bind_timeout => 40000}),
+                       Self ! {new, New}
+               end),
+    timer:sleep(6000),                        % past the first wait of the claim
+    [ok = erpc:call(Home, sys, resume, [W]) || W <- Writers],
+    New = receive {new, C} -> C after 40000 -> error(no_bind) end,
+    ?assertEqual(<<"conflict">>, ?C:closed(Old, ?WAIT)),
+    NewPid = erpc:call(Home, throng_sm, lookup, [jid(<<"carol">>, <<"w">>)]),
+    ?assertEqual(B, node(NewPid)),
+    ?C:close(New).
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),

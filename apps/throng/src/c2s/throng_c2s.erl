@@ -112,7 +112,11 @@ handle_event(info, {throng_session, place_again}, _State, #d{jid = JID} = D) whe
     case throng_sm:place_again(JID, self()) of
         ok -> keep_state_and_data;
         {exists, Older} -> throng_session:replace(Older, self()), keep_state_and_data;
-        conflict -> throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D)
+        conflict -> throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D);
+        unreachable ->
+            %% The new home did not answer in time: try again in a second.
+            _ = erlang:send_after(1000, self(), {throng_session, place_again}),
+            keep_state_and_data
     end;
 handle_event(info, {throng_session, place_again}, _State, _D) ->
     keep_state_and_data;

@@ -33,6 +33,13 @@ bind(IQ, Bind, D) ->
                 conflict ->
                     {next, wait_bind, throng_c2s_io:emit(throng_xml:to_iolist(
                                              throng_stanza:error_reply(IQ, conflict)), D)};
+                %% The user's home node did not answer in time (overloaded):
+                %% a wait-type error, the client binds again later.
+                unreachable ->
+                    {next, wait_bind, throng_c2s_io:emit(throng_xml:to_iolist(
+                                             throng_stanza:error_reply(
+                                               IQ, 'resource-constraint',
+                                               <<"the session directory is busy; try again">>)), D)};
                 {ok, #d{jid = JID} = D1} ->
                     Reply = throng_stanza:iq_result(
                               IQ, [#xmlel{name = <<"bind">>, attrs = [{<<"xmlns">>, ?NS_BIND}],
@@ -46,15 +53,15 @@ bind(IQ, Bind, D) ->
 %% @doc Registers the session of the authenticated user with Resource
 %% (already prepared): the newer session wins. The caller moves to the
 %% session state and cancels the negotiation timeout.
--spec open_session(binary(), data()) -> {ok, data()} | conflict.
+-spec open_session(binary(), data()) -> {ok, data()} | conflict | unreachable.
 open_session(Resource, D) ->
     %% Copied: these live as long as the session, and must not keep
     %% the receive buffers they were parsed from.
     JID = #jid{user = binary:copy(D#d.user), server = binary:copy(D#d.server),
                resource = binary:copy(Resource)},
     case register_session(JID) of
-        conflict ->
-            conflict;
+        Failed when Failed =:= conflict; Failed =:= unreachable ->
+            Failed;
         ok ->
             throng_metrics:incr(sessions_opened),
             logger:info(#{what => session_opened, jid => throng_jid:to_binary(JID)}),
@@ -81,6 +88,7 @@ register_session(JID) ->
     case throng_sm:register(JID, self()) of
         ok -> ok;
         conflict -> conflict;
+        unreachable -> unreachable;
         {exists, Old} ->
             MRef = erlang:monitor(process, Old),
             throng_session:replace(Old, self()),

@@ -167,9 +167,10 @@ bind(Bind, Additional, Failed, Token, D) ->
                        Random
                end,
     case throng_c2s_bind:open_session(Resource, D) of
-        conflict ->
-            %% Another node took this random resource at the same moment:
-            %% as good as impossible, but not an authentication failure.
+        Refused when Refused =:= conflict; Refused =:= unreachable ->
+            %% Another node took this random resource at the same moment
+            %% (as good as impossible), or the user's home node did not
+            %% answer in time: not an authentication failure.
             {next, wait_bind, throng_c2s_io:emit(
                                 failure_el('temporary-auth-failure'), D#d{user = undefined})};
         {ok, #d{jid = JID} = D1} ->

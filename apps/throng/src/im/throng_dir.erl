@@ -15,8 +15,8 @@
 -behaviour(gen_server).
 
 -export([init_table/0, child_specs/1, start_link/2]).
--export([claim/2, put/2, update/5, remove/3]).
--export([entries/1, drop_node/1, keep_only/1, size/0, decide/4]).
+-export([claim/2, claim_here/3, put/2, update/5, remove/3]).
+-export([entries/1, drop_node/1, keep_only/1, size/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 %% Called by throng_table_owner and supervisors.
 -ignore_xref([{init_table, 0}, {start_link, 2}]).
@@ -24,6 +24,8 @@
 -define(TAB, throng_dir).
 -define(SHARDS, 8).
 -define(CALL_TIMEOUT, 5000).
+%% The second, longer wait of a claim whose first one timed out.
+-define(RETRY_TIMEOUT, 30000).
 %% How long drop_node/1 waits for a writer to apply what it was sent.
 -define(SYNC_TIMEOUT, 30000).
 
@@ -33,9 +35,11 @@
 %% supervisor so that this module does not call it): rival, this node's own
 %% session of a full JID if another process than the given one holds it
 %% (its process and registration stamp); joined, run once a session of a
-%% full JID is accepted (it tells the bare JID's other sessions).
+%% full JID is accepted (it tells the bare JID's other sessions); replace,
+%% tells an older session of a full JID that a newer one takes over.
 -type rival_fun() :: fun((throng_sm:key(), pid()) -> {pid(), integer()} | none).
--type funs() :: #{rival := rival_fun(), joined := fun((throng_sm:key(), pid()) -> ok)}.
+-type funs() :: #{rival := rival_fun(), joined := fun((throng_sm:key(), pid()) -> ok),
+                  replace := fun((pid(), pid()) -> ok)}.
 -export_type([entry/0, rival_fun/0, funs/0]).
 
 -spec init_table() -> ok.
@@ -63,13 +67,52 @@ shard(Key) ->
 
 %% @doc Claims a full JID at its home Node for a session of another node:
 %% ok, `{exists, Pid}' (an older session holds it: replace it, then claim
-%% again) or conflict (a newer session holds it). A home that does not
-%% answer is taken as ok: the membership change that follows places the
-%% entry again.
--spec claim(node(), entry()) -> ok | {exists, pid()} | conflict.
-claim(Node, Entry) ->
-    try gen_server:call({shard(element(1, Entry)), Node}, {claim, Entry}, ?CALL_TIMEOUT)
-    catch exit:Why ->
+%% again) or conflict (a newer session holds it). A home that is gone
+%% (its node down) is taken as ok: the membership change that follows
+%% places the entry again. A home that is there but does not answer in
+%% time is asked again, longer (the first claim is still queued and is
+%% decided first: the second one sees its outcome); if that times out too
+%% the claim is given up, `unreachable', and a removal of the entry is
+%% queued after it, so that whatever the claim decides later leaves
+%% nothing behind.
+-spec claim(node(), entry()) -> ok | {exists, pid()} | conflict | unreachable.
+claim(Node, {Key, Pid, _, _, _} = Entry) ->
+    retried(fun(Timeout) -> gen_server:call({shard(Key), Node}, {claim, Entry}, Timeout) end,
+            Node, Key, Pid).
+
+%% @doc On the home, for a session of this node: the decision of
+%% {@link decide/4} (with no local rival: the caller holds the session
+%% table's entry), taken by the key's writer, so that it is never taken
+%% between a writer's look at the session table and its write for a claim
+%% of another node's session of the same full JID (both could otherwise
+%% win).
+-spec claim_here(throng_sm:key(), pid(), integer()) ->
+          ok | {exists, pid()} | conflict | unreachable.
+claim_here(Key, Pid, Stamp) ->
+    retried(fun(Timeout) -> gen_server:call(shard(Key), {decide, Key, Pid, Stamp}, Timeout) end,
+            node(), Key, Pid).
+
+retried(Call, Node, Key, Pid) ->
+    case timed(Call, Node, ?CALL_TIMEOUT) of
+        timeout ->
+            case timed(Call, Node, ?RETRY_TIMEOUT) of
+                timeout ->
+                    logger:error(#{what => directory_claim_given_up, node => Node,
+                                   waited_ms => ?CALL_TIMEOUT + ?RETRY_TIMEOUT}),
+                    gen_server:cast({shard(Key), Node}, {forget, Key, Pid}),
+                    unreachable;
+                Result -> Result
+            end;
+        Result -> Result
+    end.
+
+timed(Call, Node, Timeout) ->
+    try Call(Timeout)
+    catch
+        exit:{timeout, _} ->
+            logger:warning(#{what => directory_slow, node => Node, timeout_ms => Timeout}),
+            timeout;
+        exit:Why ->
             logger:warning(#{what => directory_unreachable, node => Node, reason => Why}),
             ok
     end.
@@ -140,10 +183,13 @@ size() ->
 init(Funs) ->
     {ok, Funs}.
 
--spec handle_call({claim, entry()} | {remove, throng_sm:key(), pid()} | sync, gen_server:from(),
+-spec handle_call({claim, entry()} | {decide, throng_sm:key(), pid(), integer()}
+                  | {remove, throng_sm:key(), pid()} | sync, gen_server:from(),
                   funs()) -> {reply, ok | {exists, pid()} | conflict, funs()}.
 handle_call(sync, _From, Funs) ->
     {reply, ok, Funs};
+handle_call({decide, Key, Pid, Stamp}, _From, Funs) ->
+    {reply, told(decide(Key, Pid, Stamp, none), Pid, Funs), Funs};
 handle_call({claim, Entry}, _From, Funs) ->
     {reply, do_claim(Entry, Funs), Funs};
 handle_call({remove, Key, Pid}, _From, Funs) ->
@@ -151,6 +197,9 @@ handle_call({remove, Key, Pid}, _From, Funs) ->
     {reply, ok, Funs}.
 
 -spec handle_cast(term(), funs()) -> {noreply, funs()}.
+handle_cast({forget, Key, Pid}, St) ->
+    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    {noreply, St};
 handle_cast({put, Entry}, St) ->
     true = ets:insert(?TAB, Entry),
     {noreply, St};
@@ -167,16 +216,24 @@ handle_cast(_Other, St) ->
 %% node) or in this node's own session table. Once accepted (ok; after
 %% {exists, _} the session replaces the older one and claims again), the
 %% bare JID's other sessions are told, before the reply.
-do_claim({Key, Pid, _, _, Stamp} = Entry, #{rival := Rival, joined := Joined}) ->
+do_claim({Key, Pid, _, _, Stamp} = Entry, #{rival := Rival, joined := Joined} = Funs) ->
     case decide(Key, Pid, Stamp, Rival(Key, Pid)) of
         conflict -> conflict;
         Decision ->
             true = ets:insert(?TAB, Entry),
             Decision =:= ok andalso Joined(Key, Pid),
-            Decision
+            told(Decision, Pid, Funs)
     end.
 
-%% @doc On the home of Key: may the session Pid, registered at Stamp, hold
+%% The older session is told to go by the home as well as by the claimant:
+%% it goes even if the claimant stopped waiting for this answer.
+told({exists, Older} = Decision, By, #{replace := Replace}) ->
+    ok = Replace(Older, By),
+    Decision;
+told(Decision, _By, _Funs) ->
+    Decision.
+
+%% On the home of Key: may the session Pid, registered at Stamp, hold
 %% Key? ok; `{exists, Older}' (an older session holds it: replace it); or
 %% conflict (a session registered later holds it). The competitors are the
 %% directory's entry and Local (the home's own session, or none); one whose

@@ -87,15 +87,15 @@ init() ->
 %% holds that JID, returns it (the caller replaces it and registers again);
 %% conflict when a session registered later holds it (two logins at the
 %% same moment on two nodes: the later one wins).
--spec register(#jid{}, pid()) -> ok | {exists, pid()} | conflict.
+-spec register(#jid{}, pid()) -> ok | {exists, pid()} | conflict | unreachable.
 register(#jid{user = U, server = S, resource = R}, Pid) ->
     Key = {{U, S}, R},
     case claim_local(Key, Pid, os:system_time(microsecond)) of
         {ok, Stamp} ->
             case claim_cluster({Key, Pid, undefined, undefined, Stamp}) of
-                conflict ->
+                Failed when Failed =:= conflict; Failed =:= unreachable ->
                     unregister_local(Key, Pid),
-                    conflict;
+                    Failed;
                 Result -> Result
             end;
         Exists -> Exists
@@ -120,7 +120,7 @@ claim_cluster({{US, _} = Key, Pid, _, _, Stamp} = Entry) ->
         true ->
             case throng_members:place(US) of
                 {Home, Backup} when Home =:= node() ->
-                    case throng_dir:decide(Key, Pid, Stamp, none) of
+                    case throng_dir:claim_here(Key, Pid, Stamp) of
                         ok ->
                             joined(Key, Pid),
                             throng_dir:put(Backup, Entry);
@@ -201,7 +201,7 @@ holder(U, S) ->
 %% it now belongs, with its current presence. Like a login, the newer of two
 %% sessions of one full JID wins (after a netsplit each side may have one):
 %% `{exists, Older}' is to be replaced, conflict means this one is older.
--spec place_again(#jid{}, pid()) -> ok | {exists, pid()} | conflict.
+-spec place_again(#jid{}, pid()) -> ok | {exists, pid()} | conflict | unreachable.
 place_again(#jid{user = U, server = S, resource = R}, Pid) ->
     case ets:lookup(?TAB, {{U, S}, R}) of
         [#session{key = Key, pid = Pid, prio = Prio, pres = Pres, stamp = Stamp}] ->
