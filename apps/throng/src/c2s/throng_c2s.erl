@@ -199,11 +199,13 @@ socket_message(Msg, State, #d{sock = Sock} = D) ->
                     data(Data, State, D);
                 {ok, Data, Sock1} ->
                     data(Data, State, D#d{sock = Sock1});
-                {closed, Data} ->
+                {closed, Data, Sock1} ->
                     %% TLS close_notify (answered): what came before it is
-                    %% handled, then the connection ends as if TCP closed.
+                    %% handled (its answers are not sent: nothing may follow
+                    %% our close_notify), then the connection ends as if TCP
+                    %% closed.
                     self() ! {Closed, throng_transport:tcp_socket(Sock)},
-                    data(Data, State, D);
+                    data(Data, State, D#d{sock = Sock1});
                 {error, Why} ->
                     %% A failed TLS handshake after <proceed/>: what the
                     %% client still sends is drained, so that no reset

@@ -40,9 +40,10 @@
 %% Upgrade to another transport on the same connection (STARTTLS): the
 %% server side of the handshake runs as data arrives through decode/2.
 -callback upgrade(socket(), Into :: module(), Opts :: list()) -> {ok, socket()} | {error, term()}.
-%% `{closed, Data}': the peer ended the stream inside the transport (TLS
-%% close_notify) after Data.
--callback decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
+%% `{closed, Data, Socket}': the peer ended the stream inside the transport
+%% (TLS close_notify) after Data; Socket sends nothing more.
+-callback decode(socket(), binary()) ->
+    {ok, binary(), socket()} | {closed, binary(), socket()} | {error, term()}.
 %% A transport that can run over an accepted TCP socket (TLS): what a TCP
 %% socket's upgrade/3 calls.
 -callback over_tcp(gen_tcp:socket(), list()) -> {ok, socket()} | {error, term()}.
@@ -103,9 +104,11 @@ upgrade({Mod, _, _} = S, Into, Opts) -> Mod:upgrade(S, Into, Opts).
 
 %% @doc Turns bytes read from the socket into application data, and
 %% returns the socket's next state (a TLS socket's record layer moves on):
-%% the caller keeps using that one. `{closed, Data}': Data is the last
-%% the peer sends (TLS close_notify).
--spec decode(socket(), binary()) -> {ok, binary(), socket()} | {closed, binary()} | {error, term()}.
+%% the caller keeps using that one. `{closed, Data, Socket}': Data is the
+%% last the peer sends (TLS close_notify), and Socket, the one to use from
+%% then on, sends nothing more (ours went with the answer).
+-spec decode(socket(), binary()) ->
+    {ok, binary(), socket()} | {closed, binary(), socket()} | {error, term()}.
 decode({Mod, _, _} = S, Data) -> Mod:decode(S, Data).
 
 %% @doc The TCP socket whose messages carry this socket's data: the

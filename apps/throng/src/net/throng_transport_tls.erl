@@ -94,7 +94,11 @@ send({_, TCP, {established, Rec, _}}, Data) ->
 send({_, TCP, {established, Rec, _, Held}}, Data) ->
     seal_send(TCP, Rec, unsent(Rec, Held), Data);
 send({_, _, {handshake, _}}, _Data) ->
-    {error, handshake_not_finished}.
+    {error, handshake_not_finished};
+send({_, _, closed}, _Data) ->
+    %% Our close_notify is out: nothing may follow it (RFC 8446 §6.1), and
+    %% the peer, which sent its own, would read nothing more.
+    ok.
 
 seal_send(TCP, Rec, Before, Data) ->
     case throng_tls_record:seal(Data, Rec) of
@@ -144,10 +148,12 @@ upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
 
 %% @doc Bytes read from the socket: during the handshake its next step
 %% (whatever OpenSSL answers is sent here), after it the application data
-%% of the records; `{closed, Data}' with the peer's close_notify (ours is
-%% sent): Data came before it, and nothing more will.
+%% of the records; `{closed, Data, Closed}' with the peer's close_notify
+%% (ours is sent): Data came before it, and nothing more will; Closed is a
+%% socket that sends nothing more.
 -spec decode(throng_transport:socket(), binary()) ->
-    {ok, binary(), throng_transport:socket()} | {closed, binary()} | {error, term()}.
+    {ok, binary(), throng_transport:socket()} | {closed, binary(), throng_transport:socket()}
+    | {error, term()}.
 decode({Mod, TCP, {handshake, Conn}}, Data) ->
     case throng_tls_nif:handshake(Conn, Data) of
         {more, Out} ->
@@ -199,7 +205,7 @@ opened(Mod, TCP, CB, Held, Data, Rec) ->
             end;
         {closed, Plain, Out} ->
             _ = answer(TCP, Held, Out),
-            {closed, Plain};
+            {closed, Plain, {Mod, TCP, closed}};
         {error, Why, Out} ->
             _ = answer(TCP, Held, Out),
             {error, Why}
