@@ -35,7 +35,7 @@ all() ->
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
      resumed_at_home_through_another_node, dead_session_in_the_directory,
      stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node,
-     slow_home_still_replaces_the_older_session].
+     slow_home_still_replaces_the_older_session, inflight_of_a_dead_node_goes_back].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -722,6 +722,30 @@ slow_home_still_replaces_the_older_session(Config) ->
     NewPid = erpc:call(Home, throng_sm, lookup, [jid(<<"carol">>, <<"w">>)]),
     ?assertEqual(B, node(NewPid)),
     ?C:close(New).
+
+%% Stored messages a session of a node had taken into flight (sent, not
+%% yet acknowledged: XEP-0198) when that node died go back to offline
+%% storage (the first member does it, a few seconds after the node went
+%% down), and the user's next session gets them.
+inflight_of_a_dead_node_goes_back(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    A = online(<<"alice">>, <<"a">>, N1),
+    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, B)) || B <- [<<"1">>, <<"2">>]],
+    wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
+    B1 = login(<<"bob">>, <<"b">>, N3),
+    ?C:send(B1, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
+    _ = wait_for(B1, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
+    ?C:send(B1, ?C:presence([])),
+    ?assertEqual([<<"1">>, <<"2">>], collect_bodies(B1, 2)),   % never acknowledged
+    ?assertEqual(2, erpc:call(N1, throng_storage, inflight_count, [])),
+    ?assertEqual(0, erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>])),
+    Peer3 = proplists:get_value(N3, get_peers_by_node()),
+    erpc:cast(N3, erlang, halt, [137]),
+    wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
+    _ = (catch peer:stop(Peer3)),
+    B2 = online(<<"bob">>, <<"again">>, N2),
+    ?assertEqual([<<"1">>, <<"2">>], lists:sort(collect_bodies(B2, 2))),
+    [?C:close(C) || C <- [A, B2]].
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),

@@ -11,8 +11,12 @@
 %% <li>a moment later, entries this node no longer holds are dropped;</li>
 %% <li>when a member goes down, the entries of its sessions held here are
 %%     dropped and their contacts are sent unavailable presence on their
-%%     behalf; the first member (in sorted order) moves the dead node's
-%%     messages in flight back to offline storage.</li>
+%%     behalf; ?RECOVER_DELAY_MS later, if it has not come back, the first
+%%     member (in sorted order) moves the dead node's messages in flight
+%%     back to offline storage. Every member remembers the nodes that went
+%%     down until they come back, so that when the first member itself went
+%%     down with them the next one does it; a recovery that fails (the
+%%     database) is tried again.</li>
 %% </ul>
 %% Seeds (`cluster.seeds' and the nodes joined with `join-cluster') and lost
 %% members are dialled again every `cluster.reconnect_interval' seconds, so
@@ -31,9 +35,18 @@
 -define(PURGE_DELAY_MS, 2000).
 -define(GONE_WORKERS, 8).
 -define(SEEDS_FILE, "cluster_seeds").
+%% After a member went down: how long before its messages in flight go back
+%% to offline storage (a link that drops and comes back at once, or a node
+%% restarted at once, which recovers its own at start-up, is not taken for
+%% a dead node), and how long between tries when that fails.
+-define(RECOVER_DELAY_MS, 3000).
 
 -record(st, {known = [] :: [node()],      %% seeds and every node that was a member
-             interval :: pos_integer()}).
+             interval :: pos_integer(),
+             %% members that went down and did not come back: their
+             %% messages in flight may still be to recover
+             gone = [] :: [node()],
+             recovering = false :: boolean()}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -134,6 +147,14 @@ handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
 handle_info({nodeup, Node}, St) ->
     hello(Node),
     {noreply, St};
+handle_info(recover, #st{recovering = true} = St) ->
+    %% The running recovery tries again itself if it has to.
+    {noreply, St};
+handle_info(recover, St) ->
+    {noreply, recover(St)};
+handle_info({recovered, Done, Failed}, #st{gone = Gone} = St) ->
+    Failed =/= [] andalso erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
+    {noreply, St#st{gone = Gone -- Done, recovering = false}};
 handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
     %% node and need to add it again although this node still has it.
@@ -153,18 +174,17 @@ handle_info({welcome, Node}, St) ->
     throng_node_addr:tell(Node),
     {noreply, member_up(Node, St)};
 handle_info({nodedown, Node}, St) ->
-    member_gone(Node, down),
+    St1 = member_gone(Node, down, St),
     %% Already back (the link dropped and came back at once)? Say hello.
     lists:member(Node, nodes()) andalso hello(Node),
-    {noreply, St};
+    {noreply, St1};
 handle_info({bye, Node, leaving}, #st{known = Known} = St) ->
     %% Left the cluster: not dialled again.
-    member_gone(Node, left),
-    {noreply, St#st{known = Known -- [Node]}};
+    St1 = member_gone(Node, left, St),
+    {noreply, St1#st{known = Known -- [Node]}};
 handle_info({bye, Node, stopping}, St) ->
     %% Stopping: dialled again until it is back.
-    member_gone(Node, stopped),
-    {noreply, St};
+    {noreply, member_gone(Node, stopped, St)};
 handle_info(purge, St) ->
     Me = node(),
     Dropped = throng_dir:keep_only(
@@ -177,10 +197,16 @@ handle_info(_Msg, St) ->
 %% The server stops (its sessions have ended already: the listeners stop
 %% before this process): the other members are told at once rather than
 %% when the node's connection drops.
+%% A crash of this process is not a stop: the others are not told (they
+%% would drop the entries of this node's sessions, which go on), and the
+%% process that restarts says hello again.
 -spec terminate(term(), #st{}) -> ok.
-terminate(_Reason, _St) ->
+terminate(Reason, _St) when Reason =:= shutdown; Reason =:= normal;
+                            element(1, Reason) =:= shutdown ->
     [erlang:send({?MODULE, N}, {bye, node(), stopping}, [noconnect]) || N <- members() -- [node()]],
     throng_members:set([]),
+    ok;
+terminate(_Reason, _St) ->
     ok.
 
 %%% Membership changes
@@ -188,7 +214,7 @@ terminate(_Reason, _St) ->
 hello(Node) ->
     erlang:send({?MODULE, Node}, {hello, node()}, [noconnect]).
 
-member_up(Node, #st{known = Known} = St) ->
+member_up(Node, #st{known = Known, gone = Gone} = St) ->
     Old = members(),
     case lists:member(Node, Old) of
         true -> ok;
@@ -197,18 +223,41 @@ member_up(Node, #st{known = Known} = St) ->
             _ = spawn(fun() -> throng_storage:node_up(Node) end),
             changed(Old, [Node | Old])
     end,
-    St#st{known = lists:usort([Node | Known])}.
+    %% Back: it recovered its own messages in flight when it started, or
+    %% (the link came back) its sessions still hold them.
+    St#st{known = lists:usort([Node | Known]), gone = Gone -- [Node]}.
 
-member_gone(Node, Why) ->
+member_gone(Node, Why, #st{gone = Gone} = St) ->
     Old = members(),
     case lists:member(Node, Old) of
-        false -> ok;
+        false -> St;
         true ->
             logger:notice(#{what => cluster_member_down, node => Node, reason => Why}),
             throng_node_addr:forget(Node),
             changed(Old, Old -- [Node]),
             _ = spawn(fun() -> sessions_gone(Node) end),
-            ok
+            erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
+            St#st{gone = lists:usort([Node | Gone])}
+    end.
+
+%% The messages in flight of the members that went down and are not back:
+%% recovered by the first member (in a process of its own: the database may
+%% be slow), which then forgets those it did; the others keep them, in case
+%% the first one goes down too. A failed recovery is tried again.
+recover(#st{gone = Gone} = St) ->
+    case {[N || N <- Gone, not lists:member(N, nodes())], members()} of
+        {[], _} ->
+            St#st{gone = []};
+        {Dead, [First | _]} when First =:= node() ->
+            Self = self(),
+            _ = spawn(fun() ->
+                              Results = [{N, recover_inflight(N)} || N <- Dead],
+                              Self ! {recovered, [N || {N, R} <- Results, R =/= failed],
+                                      [N || {N, failed} <- Results]}
+                      end),
+            St#st{gone = Dead, recovering = true};
+        {Dead, _} ->
+            St#st{gone = Dead}
     end.
 
 changed(Old0, New0) ->
@@ -224,8 +273,7 @@ changed(Old0, New0) ->
     ok.
 
 %% The sessions of a node that went down: the directory forgets those held
-%% here, their contacts are told (the node cannot tell them any more), and
-%% the first member returns the node's messages in flight to storage.
+%% here, and their contacts are told (the node cannot tell them any more).
 %% Each member tells the contacts of the entries it held (the directory is
 %% sharded, so the work is spread over the members), and does so with
 %% ?GONE_WORKERS processes at once: each session costs a roster read, which
@@ -235,12 +283,8 @@ sessions_gone(Node) ->
     Available = [{U, S, R} || {{{U, S}, R}, _Pid, Prio, _, _} <- Entries, Prio =/= undefined],
     Told = in_parallel(fun tell_unavailable/1, Available, ?GONE_WORKERS),
     throng_metrics:add(cluster_sessions_dropped, length(Entries)),
-    Recovered = case members() of
-                    [First | _] when First =:= node() -> recover_inflight(Node);
-                    _ -> 0
-                end,
     logger:notice(#{what => cluster_sessions_dropped, node => Node, sessions => length(Entries),
-                    unavailable_sent => Told, inflight_recovered => Recovered}).
+                    unavailable_sent => Told}).
 
 tell_unavailable({U, S, R}) ->
     Unavailable = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
@@ -268,10 +312,14 @@ chunks(Items, Size) ->
     [Chunk | chunks(Rest, Size)].
 
 recover_inflight(Node) ->
-    try throng_storage:inflight_recover({node, Node})
+    try throng_storage:inflight_recover({node, Node}) of
+        N ->
+            logger:notice(#{what => cluster_inflight_recovered, node => Node, messages => N}),
+            N
     catch error:{storage_failed, Why} ->
-            logger:error(#{what => inflight_recover_failed, node => Node, reason => Why}),
-            0
+            logger:error(#{what => inflight_recover_failed, node => Node, reason => Why,
+                           retry_ms => ?RECOVER_DELAY_MS}),
+            failed
     end.
 
 %%% Joining
