@@ -63,11 +63,11 @@ static unsigned long long thread_ns(void) {
 static unsigned long handshakes_ended;
 
 /* The session ticket keys (name, HMAC and AES keys: OpenSSL 3.0's 80
- * bytes), drawn once when the library loads and given to every context:
- * tickets stay valid across `reload-certs' (which makes new contexts) until
- * the node restarts. */
-static unsigned char ticket_keys[80];
-static int ticket_keys_set;
+ * bytes), drawn when the library is first loaded and given to every
+ * context: tickets stay valid across `reload-certs' (which makes new
+ * contexts) until the node restarts. They live in the library's private
+ * data, which an upgraded library takes over. */
+#define TICKET_KEYS_LEN 80
 
 /* Certificates per host name, chosen by the client's SNI: the default
  * context and, for each name, the context of its certificate. */
@@ -251,7 +251,8 @@ typedef struct {
 /* A server context for one PEM file (chain and key). Every context gets the
  * same settings: after SNI switches a connection to another context, the
  * callbacks that run are that context's. */
-static SSL_CTX *make_ctx(const char *path, const settings_t *set, const char **what) {
+static SSL_CTX *make_ctx(const char *path, const settings_t *set, unsigned char *ticket_keys,
+                         const char **what) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) { *what = "SSL_CTX_new"; return NULL; }
     /* TLS 1.2 and 1.3 only; AEAD suites with forward secrecy only: the
@@ -294,7 +295,7 @@ static SSL_CTX *make_ctx(const char *path, const settings_t *set, const char **w
      * client resumes with one; each costs a session encryption and a
      * record. A resumed handshake brings the next one. */
     SSL_CTX_set_num_tickets(ctx, 1);
-    if (SSL_CTX_set_tlsext_ticket_keys(ctx, ticket_keys, sizeof ticket_keys) != 1) {
+    if (SSL_CTX_set_tlsext_ticket_keys(ctx, ticket_keys, TICKET_KEYS_LEN) != 1) {
         SSL_CTX_free(ctx);
         *what = "session ticket keys";
         return NULL;
@@ -343,6 +344,7 @@ static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     unsigned int n;
     const char *what = "";
     settings_t set;
+    unsigned char *keys = enif_priv_data(env);
     if (!get_path(env, argv[0], path, sizeof path) || !enif_get_list_length(env, argv[1], &n)
         || !get_settings(env, argv[2], &set))
         return enif_make_badarg(env);
@@ -353,7 +355,7 @@ static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     c->owned = enif_alloc(sizeof(SSL_CTX *) * (n + 1));
     char (*files)[4096] = enif_alloc(4096 * (size_t)(n + 1));
     ERL_NIF_TERM result;
-    if (!(c->ctx = make_ctx(path, &set, &what))) goto fail;
+    if (!(c->ctx = make_ctx(path, &set, keys, &what))) goto fail;
     c->slow = slow_key(c->ctx) || strstr(set.groups, "ffdhe") != NULL;
     c->owned[c->nowned] = c->ctx;
     memcpy(files[c->nowned++], path, sizeof path);
@@ -373,7 +375,7 @@ static ERL_NIF_TERM new_ctx(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         for (unsigned int i = 0; i < c->nowned; i++)
             if (strcmp(files[i], path) == 0) ctx = c->owned[i];
         if (!ctx) {
-            if (!(ctx = make_ctx(path, &set, &what))) goto fail;
+            if (!(ctx = make_ctx(path, &set, keys, &what))) goto fail;
             c->slow |= slow_key(ctx);
             c->owned[c->nowned] = ctx;
             memcpy(files[c->nowned++], path, sizeof path);
@@ -627,15 +629,16 @@ static ERL_NIF_TERM trim(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     return am_ok;
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+static int init(ErlNifEnv *env, void **priv) {
     ErlNifResourceFlags f = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
     ctx_type = enif_open_resource_type(env, NULL, "throng_tls_ctx", ctx_dtor, f, NULL);
     conn_type = enif_open_resource_type(env, NULL, "throng_tls_conn", conn_dtor, f, NULL);
     if (!ctx_type || !conn_type) return 1;
     if (conn_index < 0) conn_index = SSL_get_ex_new_index(0, "throng", NULL, NULL, NULL);
-    if (!ticket_keys_set) {
-        if (RAND_bytes(ticket_keys, sizeof ticket_keys) != 1) return 1;
-        ticket_keys_set = 1;
+    if (!*priv) {
+        unsigned char *keys = enif_alloc(TICKET_KEYS_LEN);
+        if (!keys || RAND_bytes(keys, TICKET_KEYS_LEN) != 1) return 1;
+        *priv = keys;
     }
 #define A(x) am_##x = enif_make_atom(env, #x)
     A(ok); A(error); A(more); A(done); A(version); A(cipher); A(tls12); A(tls13);
@@ -646,8 +649,16 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     return 0;
 }
 
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+    *priv = NULL;
+    return init(env, priv);
+}
+
+/* The upgraded library keeps the ticket keys: tickets issued before stay
+ * valid. */
 static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
-    return load(env, priv, info);
+    *priv = *old;
+    return init(env, priv);
 }
 
 static ErlNifFunc funcs[] = {

@@ -657,6 +657,8 @@ stuck_session_on_another_node_is_replaced(Config) ->
     ?assertNot(erpc:call(A, erlang, is_process_alive, [OldPid])),
     NewPid = erpc:call(Home, throng_sm, lookup, [jid(<<"carol">>, <<"s">>)]),
     ?assertEqual(B, node(NewPid)),
+    %% the killed session's own node forgot it too: it finds the new one
+    ?assertEqual(NewPid, erpc:call(A, throng_sm, lookup, [jid(<<"carol">>, <<"s">>)])),
     ?C:close(New),
     %% once it ends, the resource binds again at the home at once
     wait_until(fun() -> erpc:call(Home, throng_dir, entries, [US]) =:= [] end),

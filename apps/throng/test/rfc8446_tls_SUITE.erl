@@ -611,8 +611,10 @@ serve(Parent, Sock, Opts) ->
                         _ = Plain =:= <<>> orelse throng_transport:send(Sock1, Plain),
                         serve(Parent, Sock1, Opts);
                     {closed, _, Closed} ->
-                        %% what a session would still answer goes nowhere
+                        %% what a session would still answer goes nowhere,
+                        %% and what the peer would still send is dropped
                         ok = throng_transport:send(Closed, <<"too late">>),
+                        {ok, <<>>, Closed} = throng_transport:decode(Closed, <<23, 3, 3, 0, 1, 0>>),
                         Parent ! {result, self(), closed},
                         throng_transport:close(Closed);
                     {error, _} = E ->

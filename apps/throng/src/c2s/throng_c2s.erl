@@ -111,7 +111,11 @@ handle_event(info, {throng_sm, not_alone}, _State, _D) ->
 handle_event(info, {throng_session, place_again}, _State, #d{jid = JID} = D) when JID =/= undefined ->
     case throng_sm:place_again(JID, self()) of
         ok -> keep_state_and_data;
-        {exists, Older} -> throng_session:replace(Older, self()), keep_state_and_data;
+        {exists, Older} ->
+            %% Entered once the older one is gone: told to go, then asked again.
+            throng_session:replace(Older, self()),
+            _ = erlang:send_after(500, self(), {throng_session, place_again}),
+            keep_state_and_data;
         conflict -> throng_c2s_io:stream_error(conflict, <<"replaced by a new connection">>, D);
         unreachable ->
             %% The new home did not answer in time: try again in a second.
@@ -152,8 +156,11 @@ handle_event(state_timeout, resume_expired, resumable, D) ->
     {stop, normal, D};
 handle_event({call, From}, {resume, Bare, H}, State, D) ->
     throng_c2s_sm:resume_request(From, Bare, H, State, D);
+handle_event({call, From}, {resume_elsewhere, Bare, H, Reply}, State, D) ->
+    throng_c2s_sm:resume_elsewhere(From, Bare, H, Reply, State, D);
 handle_event({call, From}, {resume_elsewhere, Bare, H}, State, D) ->
-    throng_c2s_sm:resume_elsewhere(From, Bare, H, State, D);
+    %% From a node of an older release: it understands a plain ok.
+    throng_c2s_sm:resume_elsewhere(From, Bare, H, ok, State, D);
 handle_event(info, {resume_socket, Sock, Parser, Rest, Pending, How}, resumable, D) ->
     {resumed, Rest, D1} = throng_c2s_sm:resumed(Sock, Parser, Rest, Pending, How, D),
     elements(Rest, session, D1);

@@ -7,7 +7,7 @@
 -include("throng.hrl").
 -include("throng_c2s.hrl").
 
--export([resume_elsewhere/5, element/3, enable/2, handled/1, maybe_request/1, resume/2, take_over/2,
+-export([resume_elsewhere/6, element/3, enable/2, handled/1, maybe_request/1, resume/2, take_over/2,
          handover/3, resume_request/5, resumed/6]).
 
 -export_type([target/0, answer/0]).
@@ -113,7 +113,7 @@ take_over(El, D) ->
 resume_remote(Pid, H, D) ->
     Bare = #jid{user = D#d.user, server = D#d.server},
     MRef = erlang:monitor(process, Pid),
-    try gen_statem:call(Pid, {resume_elsewhere, Bare, H}, 5000) of
+    try gen_statem:call(Pid, {resume_elsewhere, Bare, H, with_h}, 5000) of
         Ok when Ok =:= ok; element(1, Ok) =:= ok ->   % ok: a node of an older release
             receive {'DOWN', MRef, process, Pid, _} -> ok
             after 10000 -> erlang:demonitor(MRef, [flush])
@@ -132,12 +132,17 @@ resume_remote(Pid, H, D) ->
 
 %% In the old session, asked by a connection on another node: take the
 %% acknowledgement and end (the end of a session routes its queue again).
--spec resume_elsewhere(gen_statem:from(), #jid{}, non_neg_integer(), atom(), data()) ->
-          gen_statem:event_handler_result(atom()).
-resume_elsewhere(From, Bare, H, State, D) ->
+%% Reply: with_h, the answer carries the count of the client's stanzas
+%% handled ({ok, H}); ok, a plain ok (a node of an older release asks).
+-spec resume_elsewhere(gen_statem:from(), #jid{}, non_neg_integer(), with_h | ok, atom(),
+                       data()) -> gen_statem:event_handler_result(atom()).
+resume_elsewhere(From, Bare, H, Reply, State, D) ->
     case resume_request(From, Bare, H, State, D) of
         {keep_state, D1, [{reply, From, ok}]} ->
-            gen_statem:reply(From, {ok, throng_stream_mgmt:in_count(D1#d.sm)}),
+            gen_statem:reply(From, case Reply of
+                                       with_h -> {ok, throng_stream_mgmt:in_count(D1#d.sm)};
+                                       ok -> ok
+                                   end),
             {stop, {shutdown, resumed_on_other_node}, D1};
         Refused ->
             Refused

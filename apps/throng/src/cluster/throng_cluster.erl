@@ -46,7 +46,8 @@
              %% members that went down and did not come back: their
              %% messages in flight may still be to recover
              gone = [] :: [node()],
-             recovering = false :: boolean()}).
+             %% the running recovery: its monitor and the nodes it does
+             recovering = none :: none | {pid(), reference()}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -147,14 +148,18 @@ handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
 handle_info({nodeup, Node}, St) ->
     hello(Node),
     {noreply, St};
-handle_info(recover, #st{recovering = true} = St) ->
-    %% The running recovery tries again itself if it has to.
+handle_info(recover, #st{recovering = {_, _}} = St) ->
+    %% When the running recovery ends, what is left is looked at again.
     {noreply, St};
 handle_info(recover, St) ->
     {noreply, recover(St)};
-handle_info({recovered, Done, Failed}, #st{gone = Gone} = St) ->
-    Failed =/= [] andalso erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
-    {noreply, St#st{gone = Gone -- Done, recovering = false}};
+handle_info({recovered, Pid, Done}, #st{recovering = {Pid, MRef}} = St) ->
+    erlang:demonitor(MRef, [flush]),
+    {noreply, recovered(Done, St)};
+handle_info({'DOWN', MRef, process, Pid, Why}, #st{recovering = {Pid, MRef}} = St) ->
+    logger:error(#{what => inflight_recover_failed, reason => Why,
+                   retry_ms => ?RECOVER_DELAY_MS}),
+    {noreply, recovered([], St)};
 handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
     %% node and need to add it again although this node still has it.
@@ -244,18 +249,24 @@ member_gone(Node, Why, #st{gone = Gone} = St) ->
 %% recovered by the first member (in a process of its own: the database may
 %% be slow), which then forgets those it did; the others keep them, in case
 %% the first one goes down too. A failed recovery is tried again.
+%% Failed ones, and nodes that went down meanwhile: again, later.
+recovered(Done, #st{gone = Gone} = St) ->
+    Left = Gone -- Done,
+    Left =/= [] andalso erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
+    St#st{gone = Left, recovering = none}.
+
 recover(#st{gone = Gone} = St) ->
     case {[N || N <- Gone, not lists:member(N, nodes())], members()} of
         {[], _} ->
             St#st{gone = []};
         {Dead, [First | _]} when First =:= node() ->
             Self = self(),
-            _ = spawn(fun() ->
-                              Results = [{N, recover_inflight(N)} || N <- Dead],
-                              Self ! {recovered, [N || {N, R} <- Results, R =/= failed],
-                                      [N || {N, failed} <- Results]}
-                      end),
-            St#st{gone = Dead, recovering = true};
+            Worker = spawn_monitor(
+                       fun() ->
+                               Self ! {recovered, self(),
+                                       [N || N <- Dead, recover_inflight(N) =/= failed]}
+                       end),
+            St#st{gone = Dead, recovering = Worker};
         {Dead, _} ->
             St#st{gone = Dead}
     end.

@@ -112,6 +112,11 @@ timed(Call, Node, Timeout) ->
         exit:{timeout, _} ->
             logger:warning(#{what => directory_slow, node => Node, timeout_ms => Timeout}),
             timeout;
+        exit:Why when Node =:= node() ->
+            %% This node's writer is being restarted: asked again.
+            logger:warning(#{what => directory_writer_down, reason => Why}),
+            timer:sleep(100),
+            timeout;
         exit:Why ->
             logger:warning(#{what => directory_unreachable, node => Node, reason => Why}),
             ok
@@ -218,10 +223,14 @@ handle_cast(_Other, St) ->
 %% bare JID's other sessions are told, before the reply.
 do_claim({Key, Pid, _, _, Stamp} = Entry, #{rival := Rival, joined := Joined} = Funs) ->
     case decide(Key, Pid, Stamp, Rival(Key, Pid)) of
-        conflict -> conflict;
-        Decision ->
+        ok ->
             true = ets:insert(?TAB, Entry),
-            Decision =:= ok andalso Joined(Key, Pid),
+            Joined(Key, Pid),
+            ok;
+        %% Not entered yet: the claimant claims again once the older one is
+        %% gone (a claim asked again after a timeout so finds the older one
+        %% still there if it is, and waits for it like any other).
+        Decision ->
             told(Decision, Pid, Funs)
     end.
 

@@ -154,6 +154,9 @@ upgrade(_Sock, Into, _Opts) -> {error, {cannot_upgrade, ?MODULE, Into}}.
 -spec decode(throng_transport:socket(), binary()) ->
     {ok, binary(), throng_transport:socket()} | {closed, binary(), throng_transport:socket()}
     | {error, term()}.
+decode({_, _, closed} = S, _Data) ->
+    %% After the peer's close_notify: what it still sends is dropped.
+    {ok, <<>>, S};
 decode({Mod, TCP, {handshake, Conn}}, Data) ->
     case throng_tls_nif:handshake(Conn, Data) of
         {more, Out} ->

@@ -52,9 +52,9 @@
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
 
-%% Users (or keys) per statement of a batch.
 %% The keys of a claim being committed (process dictionary of the caller).
 -define(CLAIMED, {?MODULE, claimed}).
+%% Users (or keys) per statement of a batch.
 -define(BATCH, 500).
 %% The first key of the advisory locks on users (the second is the user's
 %% hash): keeps them apart from other users of advisory locks.
