@@ -739,14 +739,7 @@ slow_home_still_replaces_the_older_session(Config) ->
 inflight_of_a_dead_node_goes_back(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
     A = online(<<"alice">>, <<"a">>, N1),
-    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, B)) || B <- [<<"1">>, <<"2">>]],
-    wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
-    B1 = login(<<"bob">>, <<"b">>, N3),
-    ?C:send(B1, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
-    _ = wait_for(B1, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
-    ?C:send(B1, ?C:presence([])),
-    ?assertEqual([<<"1">>, <<"2">>], collect_bodies(B1, 2)),   % never acknowledged
-    ?assertEqual(2, erpc:call(N1, throng_storage, inflight_count, [])),
+    two_in_flight_to_bob(A, N1, N3),
     ?assertEqual(0, erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>])),
     Peer3 = proplists:get_value(N3, get_peers_by_node()),
     erpc:cast(N3, erlang, halt, [137]),
@@ -755,6 +748,19 @@ inflight_of_a_dead_node_goes_back(Config) ->
     B2 = online(<<"bob">>, <<"again">>, N2),
     ?assertEqual([<<"1">>, <<"2">>], lists:sort(collect_bodies(B2, 2))),
     [?C:close(C) || C <- [A, B2]].
+
+%% Alice (A) sends Bob two messages while he is away (stored through Db,
+%% the node with the tables); Bob logs in at Node with XEP-0198 and gets
+%% them without acknowledging them: two messages in flight to his session.
+two_in_flight_to_bob(A, Db, Node) ->
+    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, B)) || B <- [<<"1">>, <<"2">>]],
+    wait_until(fun() -> erpc:call(Db, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
+    B1 = login(<<"bob">>, <<"b">>, Node),
+    ?C:send(B1, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
+    _ = wait_for(B1, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
+    ?C:send(B1, ?C:presence([])),
+    ?assertEqual([<<"1">>, <<"2">>], collect_bodies(B1, 2)),   % never acknowledged
+    ?assertEqual(2, erpc:call(Db, throng_storage, inflight_count, [])).
 
 %% The node holding a session's messages in flight goes down, and the
 %% first member, which should recover them, goes down without having done
@@ -765,14 +771,7 @@ inflight_recovered_when_the_first_member_dies_too(Config) ->
     [Db, Mid, First] = ?config(nodes, Config),     % started in this order
     ?assertEqual(First, hd(erpc:call(Db, throng_cluster, members, []))),
     A = online(<<"alice">>, <<"a">>, Db),
-    [?C:send(A, ?C:message(<<"bob@localhost">>, <<"chat">>, B)) || B <- [<<"1">>, <<"2">>]],
-    wait_until(fun() -> erpc:call(Db, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
-    B1 = login(<<"bob">>, <<"b">>, Mid),
-    ?C:send(B1, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}]}),
-    _ = wait_for(B1, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
-    ?C:send(B1, ?C:presence([])),
-    ?assertEqual([<<"1">>, <<"2">>], collect_bodies(B1, 2)),   % never acknowledged
-    ?assertEqual(2, erpc:call(Db, throng_storage, inflight_count, [])),
+    two_in_flight_to_bob(A, Db, Mid),
     Peers = get_peers_by_node(),
     %% The first member is as good as dead (its membership process hangs:
     %% it does nothing about the node's death) but still counts as one,

@@ -269,10 +269,7 @@ manual_handshake(T, Conn, Acc) ->
 %% a context made later from the same file (what `reload-certs' does).
 tickets_survive_new_contexts(Config) ->
     Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
-    {C1, S1} = connect(Config, rsa, Opts),
-    echo(C1, S1, <<"first">>),
-    [Ticket] = tickets(C1),
-    stop(C1, S1),
+    Ticket = first_ticket(Config, Opts),
     File = ?config(rsa, Config),
     Cached = [K || {{throng_transport_tls, ctx, F, _} = K, _} <- persistent_term:get(), F =:= File],
     ?assertNotEqual([], Cached),
@@ -438,16 +435,21 @@ resumption_with_ticket(Config) ->
 %% next one.
 one_ticket_per_handshake(Config) ->
     Opts = [{versions, ['tlsv1.3']}, {session_tickets, manual}],
-    {C1, S1} = connect(Config, rsa, Opts),
-    echo(C1, S1, <<"first">>),
-    [Ticket] = tickets(C1),
-    stop(C1, S1),
+    Ticket = first_ticket(Config, Opts),
     {C2, S2} = connect(Config, rsa, [{use_ticket, [Ticket]} | Opts]),
     ?assertEqual({ok, [{session_resumption, true}]},
                  ssl:connection_information(C2, [session_resumption])),
     echo(C2, S2, <<"resumed">>),
     ?assertMatch([_], tickets(C2)),
     stop(C2, S2).
+
+%% A full handshake and one echo: the one ticket the client got.
+first_ticket(Config, Opts) ->
+    {C1, S1} = connect(Config, rsa, Opts),
+    echo(C1, S1, <<"first">>),
+    [Ticket] = tickets(C1),
+    stop(C1, S1),
+    Ticket.
 
 %% TLS 1.3's session ticket waits for the first record the server seals
 %% and goes out in the same write: a handshake costs the server one write

@@ -245,16 +245,16 @@ member_gone(Node, Why, #st{gone = Gone} = St) ->
             St#st{gone = lists:usort([Node | Gone])}
     end.
 
-%% The messages in flight of the members that went down and are not back:
-%% recovered by the first member (in a process of its own: the database may
-%% be slow), which then forgets those it did; the others keep them, in case
-%% the first one goes down too. A failed recovery is tried again.
-%% Failed ones, and nodes that went down meanwhile: again, later.
+%% The end of a recovery: the nodes it did are forgotten; failed ones, and
+%% nodes that went down meanwhile, are looked at again later.
 recovered(Done, #st{gone = Gone} = St) ->
     Left = Gone -- Done,
     Left =/= [] andalso erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
     St#st{gone = Left, recovering = none}.
 
+%% The messages in flight of the members that went down and are not back:
+%% recovered by the first member (in a process of its own: the database may
+%% be slow); the others keep the list, in case the first one goes down too.
 recover(#st{gone = Gone} = St) ->
     case {[N || N <- Gone, not lists:member(N, nodes())], members()} of
         {[], _} ->

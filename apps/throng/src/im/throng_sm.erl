@@ -161,25 +161,19 @@ unregister(#jid{user = U, server = S, resource = R}, Pid) ->
     end.
 
 %% @doc The session Pid of a full JID is gone without its own clean-up
-%% (killed, or its node is gone): its entries go, here and in the
-%% directory, if they are still its own.
-%% The entry in its own node's session table is removed there (that node
-%% would otherwise go on finding the dead process first).
+%% (killed, or its node is gone): what its own {@link unregister/2} would
+%% have removed goes, run on its node (that node would otherwise go on
+%% finding the dead process first). If that node does not answer, at
+%% least the directory forgets it.
 -spec forget(#jid{}, pid()) -> ok.
+forget(JID, Pid) when node(Pid) =:= node() ->
+    unregister(JID, Pid);
 forget(#jid{user = U, server = S, resource = R} = JID, Pid) ->
-    Key = {{U, S}, R},
-    case node(Pid) =:= node() of
-        true -> unregister_local(Key, Pid);
-        false ->
-            try erpc:call(node(Pid), ?MODULE, forget, [JID, Pid], 5000)
-            catch Class:Why ->
-                    logger:warning(#{what => session_forget_failed, node => node(Pid),
-                                     reason => {Class, Why}})
-            end
-    end,
-    case throng_members:clustered() of
-        false -> ok;
-        true -> throng_dir:remove(throng_members:holder({U, S}, node(Pid)), Key, Pid)
+    try erpc:call(node(Pid), ?MODULE, unregister, [JID, Pid], 5000)
+    catch Class:Why ->
+            logger:warning(#{what => session_forget_failed, node => node(Pid),
+                             reason => {Class, Why}}),
+            throng_dir:remove(throng_members:holder({U, S}, node(Pid)), {{U, S}, R}, Pid)
     end.
 
 %% @doc After a session was killed: the messages it held in flight
