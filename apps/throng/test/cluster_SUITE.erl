@@ -36,7 +36,8 @@ all() ->
      resumed_at_home_through_another_node, dead_session_in_the_directory,
      stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node,
      slow_home_still_replaces_the_older_session, inflight_of_a_dead_node_goes_back,
-     inflight_recovered_when_the_first_member_dies_too].
+     inflight_recovered_when_the_first_member_dies_too,
+     message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -788,6 +789,85 @@ inflight_recovered_when_the_first_member_dies_too(Config) ->
     [_ = (catch peer:stop(proplists:get_value(N, Peers))) || N <- [Mid, First]],
     ?C:close(A).
 
+%% A message from another node to a detached XEP-0198 session is kept
+%% durably before the sender's session has handled it (so before the
+%% sender's acknowledgement covers it), whichever node is the recipient's
+%% home: the sender's, the session's own or a third. When the session's
+%% node dies before the session took the messages (here it is stuck), they
+%% go back to offline storage and the user's next session gets them.
+%% (Before, a session on another node kept them only when it took them:
+%% they died with its node.)
+message_to_a_detached_session_survives_its_node(Config) ->
+    [Db, Sender, Away] = ?config(nodes, Config),
+    Users = users_at_homes([Sender, Away, Db], Db),
+    [ok = erpc:call(Db, throng_ct, register, [U, <<"password">>]) || U <- Users],
+    _ = [detached_and_stuck(U, Away, Sender) || U <- Users],
+    A = online(<<"alice">>, <<"a">>, Sender),
+    [?C:send(A, ?C:message(<<U/binary, "@localhost/r">>, <<"chat">>, U)) || U <- Users],
+    %% Alice's session has handled them: an IQ sent after them is answered.
+    <<"result">> = throng_xml:attr(<<"type">>, ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]})),
+    Peer = proplists:get_value(Away, get_peers_by_node()),
+    erpc:cast(Away, erlang, halt, [137]),
+    [wait_until(fun() -> erpc:call(Db, throng_storage, offline_count, [U, <<"localhost">>]) =:= 1 end)
+     || U <- Users],
+    _ = (catch peer:stop(Peer)),
+    [U1 | _] = Users,
+    B = online(U1, <<"again">>, Sender),
+    ?assertEqual([U1], collect_bodies(B, 1)),
+    [?C:close(C) || C <- [A, B]].
+
+%% The mark of a detached session follows its directory entry: to the
+%% entry's new home when the members change (the session enters itself
+%% there again), and away when the session is resumed.
+detached_mark_follows_the_session(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    %% A user whose home is node 3, and node 1 once node 3 is gone.
+    [U | _] = [C || C <- candidate_users(),
+                    erpc:call(N1, throng_members, home, [{C, <<"localhost">>}]) =:= N3,
+                    erpc:call(N1, throng_members, holder,
+                              [{C, <<"localhost">>}, N3, lists:sort([N1, N2])]) =:= N1],
+    US = {U, <<"localhost">>},
+    ok = erpc:call(N1, throng_ct, register, [U, <<"password">>]),
+    B = online(U, <<"r">>, N2),
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    Id = throng_xml:attr(<<"id">>, wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end)),
+    Pid = erpc:call(N2, throng_sm, lookup, [jid(U, <<"r">>)]),
+    ?C:abort(B),
+    wait_until(fun() -> erpc:call(N1, throng_sm, is_detached, [Pid, US]) end),
+    Peer3 = proplists:get_value(N3, get_peers_by_node()),
+    erpc:cast(N3, erlang, halt, [137]),
+    wait_until(fun() -> erpc:call(N1, throng_members, home, [US]) =:= N1 end),
+    wait_until(fun() -> erpc:call(N1, throng_sm, lookup, [jid(U, <<"r">>)]) =:= Pid end),
+    wait_until(fun() -> erpc:call(N1, throng_sm, is_detached, [Pid, US]) end),
+    _ = (catch peer:stop(Peer3)),
+    {B2, Resumed} = resumes(U, port_of(N2), Id, 0),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
+    wait_until(fun() -> not erpc:call(N1, throng_sm, is_detached, [Pid, US]) end),
+    ?C:close(B2).
+
+%% New accounts, one for each of Homes, whose home that node is.
+users_at_homes(Homes, Node) ->
+    [hd([U || U <- candidate_users(),
+              erpc:call(Node, throng_members, home, [{U, <<"localhost">>}]) =:= Home])
+     || Home <- Homes].
+
+candidate_users() ->
+    [<<"u", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 500)].
+
+%% User's session (resource r) on Node enables resumption, is available,
+%% loses its connection and is detached, as the Sender node sees it; then
+%% it is stuck (sys:suspend/1): it takes nothing from its mailbox.
+detached_and_stuck(User, Node, Sender) ->
+    B = online(User, <<"r">>, Node),
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    _ = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
+    Pid = erpc:call(Node, throng_sm, lookup, [jid(User, <<"r">>)]),
+    ?C:abort(B),
+    wait_until(fun() -> erpc:call(Node, throng_sm, is_detached, [Pid]) end),
+    wait_until(fun() -> erpc:call(Sender, throng_sm, is_detached, [Pid, {User, <<"localhost">>}]) end),
+    ok = erpc:call(Node, sys, suspend, [Pid]),
+    Pid.
+
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),
     B = online(<<"bob">>, <<"b">>, N2),
@@ -969,9 +1049,12 @@ bob_detached(B, Login, Node) ->
 %% Bob's client logs in at Port and asks to resume session Id with h = H:
 %% the client and the answer (<resumed/> or <failed/>).
 bob_resumes(Port, Id, H) ->
+    resumes(<<"bob">>, Port, Id, H).
+
+resumes(User, Port, Id, H) ->
     C = ?C:connect(#{port => Port}),
     _ = ?C:open_stream(C),
-    ok = ?C:auth_plain(C, <<"bob">>, <<"password">>),
+    ok = ?C:auth_plain(C, User, <<"password">>),
     _ = ?C:open_stream(C),
     ?C:send(C, #xmlel{name = <<"resume">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"previd">>, Id},
                                                     {<<"h">>, integer_to_binary(H)}]}),

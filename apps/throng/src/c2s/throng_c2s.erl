@@ -468,7 +468,7 @@ closed(session, #d{sm = SM, jid = JID} = D) when SM =/= undefined ->
         true ->
             throng_transport:close(D#d.sock),
             throng_c2s_io:forget_backlog(),
-            throng_sm:set_detached(self(), true),
+            throng_sm:set_detached(JID, true),
             Kept = throng_c2s_items:keep(JID, throng_stream_mgmt:unacked(SM), self()),
             %% What an inactive client had not been sent joins the queue a
             %% resumption re-sends; the next stream starts active.
@@ -511,7 +511,7 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
     %% A resumed-elsewhere session keeps nothing: the session lives on in the
     %% process that took over.
     throng_sm:unregister(JID, self()),
-    throng_sm:set_detached(self(), false),
+    throng_sm:set_detached(JID, false),
     throng_hooks:notify(session_closed, JID#jid.server,
                         #{jid => JID, available => Prio =/= undefined}),
     case Prio of

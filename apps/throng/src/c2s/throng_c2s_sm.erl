@@ -215,7 +215,7 @@ resumed(Sock, Parser, Rest, Pending, Answer, #d{sm = SM} = D0) ->
     %% What the old connection process had received is handled next, then
     %% the socket reads again.
     _ = [self() ! M || M <- Pending],
-    throng_sm:set_detached(self(), false),
+    throng_sm:set_detached(D0#d.jid, false),
     D1 = D0#d{sock = Sock, parser = Parser, paused = false},
     ok = throng_c2s_io:session_reads(D1),
     _ = throng_c2s_io:activate(D1),

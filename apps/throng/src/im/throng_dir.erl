@@ -11,17 +11,25 @@
 %% {@value SHARDS} writer processes, chosen by the key, so the changes of one
 %% session are applied in the order it made them; there is no other process
 %% on the path and no lock.
+%%
+%% The entries of sessions that are detached (their connection dropped and
+%% they wait for a XEP-0198 resumption) are also in a second table,
+%% `throng_dir_detached' (`{Pid}', a row only for such a session, so an
+%% attached one costs nothing there): a sender on another node learns it
+%% from the home's answer and has the message kept durably before it goes
+%% on ({@link throng_router:deliver/4}).
 -module(throng_dir).
 -behaviour(gen_server).
 
 -export([init_table/0, child_specs/1, start_link/2]).
--export([claim/2, claim_here/3, put/2, update/5, remove/3]).
--export([entries/1, drop_node/1, keep_only/1, size/0]).
+-export([claim/2, claim_here/3, put/2, update/5, remove/3, set_detached/4]).
+-export([entries/1, is_detached/1, drop_node/1, keep_only/1, size/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 %% Called by throng_table_owner and supervisors.
 -ignore_xref([{init_table, 0}, {start_link, 2}]).
 
 -define(TAB, throng_dir).
+-define(DETACHED, throng_dir_detached).
 -define(SHARDS, 8).
 -define(CALL_TIMEOUT, 5000).
 %% The second, longer wait of a claim whose first one timed out.
@@ -46,6 +54,8 @@
 init_table() ->
     ?TAB = ets:new(?TAB, [ordered_set, public, named_table,
                           {read_concurrency, true}, {write_concurrency, true}]),
+    ?DETACHED = ets:new(?DETACHED, [set, public, named_table,
+                                    {read_concurrency, true}, {write_concurrency, true}]),
     ok.
 
 -spec child_specs(funs()) -> [supervisor:child_spec()].
@@ -132,6 +142,12 @@ put(Node, Entry) ->
 update(Node, Key, Pid, Prio, Pres) ->
     gen_server:cast({shard(Key), Node}, {update, Key, Pid, Prio, Pres}).
 
+%% @doc The session Pid of Key, entered at Node, is detached (true) or
+%% attached again (false). Applied after the session's earlier writes.
+-spec set_detached(node(), throng_sm:key(), pid(), boolean()) -> ok.
+set_detached(Node, Key, Pid, Detached) ->
+    gen_server:cast({shard(Key), Node}, {detached, Key, Pid, Detached}).
+
 %% @doc The session ended: its entry at Node goes. Returns once it is gone,
 %% so that from then on no lookup finds the session (the session then takes
 %% the messages already on their way to it: throng_c2s_items).
@@ -150,6 +166,11 @@ remove(Node, Key, Pid) ->
 entries(US) ->
     ets:select(?TAB, [{{{US, '_'}, '_', '_', '_', '_'}, [], ['$_']}]).
 
+%% @doc Whether the session Pid, entered here, is detached.
+-spec is_detached(pid()) -> boolean().
+is_detached(Pid) ->
+    ets:member(?DETACHED, Pid).
+
 %% @doc Removes and returns the entries of sessions on Node (it went down).
 %% The writers first apply what they were sent before: a claim or backup
 %% write of Node's sessions still in a writer's queue would otherwise be
@@ -165,6 +186,7 @@ drop_node(Node) ->
     Match = {{'_', '$1', '_', '_', '_'}, [{'=:=', {node, '$1'}, Node}]},
     Entries = ets:select(?TAB, [erlang:append_element(Match, ['$_'])]),
     _ = ets:select_delete(?TAB, [erlang:append_element(Match, [true])]),
+    _ = ets:select_delete(?DETACHED, [{{'$1'}, [{'=:=', {node, '$1'}, Node}], [true]}]),
     Entries.
 
 %% @doc Removes the entries for which Keep returns false (after a membership
@@ -174,7 +196,10 @@ keep_only(Keep) ->
     ets:foldl(fun(E, N) ->
                       case Keep(E) of
                           true -> N;
-                          false -> ets:delete_object(?TAB, E), N + 1
+                          false ->
+                              ets:delete_object(?TAB, E),
+                              ets:delete(?DETACHED, element(2, E)),
+                              N + 1
                       end
               end, 0, ?TAB).
 
@@ -198,15 +223,23 @@ handle_call({decide, Key, Pid, Stamp}, _From, Funs) ->
 handle_call({claim, Entry}, _From, Funs) ->
     {reply, do_claim(Entry, Funs), Funs};
 handle_call({remove, Key, Pid}, _From, Funs) ->
-    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    delete(Key, Pid),
     {reply, ok, Funs}.
 
 -spec handle_cast(term(), funs()) -> {noreply, funs()}.
 handle_cast({forget, Key, Pid}, St) ->
-    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    delete(Key, Pid),
+    {noreply, St};
+handle_cast({detached, Key, Pid, true}, St) ->
+    %% Only for a session entered here (one that left meanwhile has no row).
+    _ = ets:select_count(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]) > 0
+        andalso ets:insert(?DETACHED, {Pid}),
+    {noreply, St};
+handle_cast({detached, _Key, Pid, false}, St) ->
+    true = ets:delete(?DETACHED, Pid),
     {noreply, St};
 handle_cast({put, Entry}, St) ->
-    true = ets:insert(?TAB, Entry),
+    enter(Entry),
     {noreply, St};
 handle_cast({update, Key, Pid, Prio, Pres}, St) ->
     _ = ets:select_replace(?TAB, [{{Key, Pid, '_', '_', '$1'}, [],
@@ -216,6 +249,20 @@ handle_cast({update, Key, Pid, Prio, Pres}, St) ->
 handle_cast(_Other, St) ->
     {noreply, St}.
 
+%% An entry replaces the one of an older session of its full JID, if any,
+%% and that one's detached mark.
+enter({Key, Pid, _, _, _} = Entry) ->
+    case ets:lookup(?TAB, Key) of
+        [{_, Old, _, _, _}] when Old =/= Pid -> true = ets:delete(?DETACHED, Old);
+        _ -> ok
+    end,
+    true = ets:insert(?TAB, Entry).
+
+delete(Key, Pid) ->
+    _ = ets:select_delete(?TAB, [{{Key, Pid, '_', '_', '_'}, [], [true]}]),
+    true = ets:delete(?DETACHED, Pid),
+    ok.
+
 %% The home decides between sessions of one full JID: the one registered
 %% later wins. The competitor may be in the directory (a session on a third
 %% node) or in this node's own session table. Once accepted (ok; after
@@ -224,7 +271,7 @@ handle_cast(_Other, St) ->
 do_claim({Key, Pid, _, _, Stamp} = Entry, #{rival := Rival, joined := Joined} = Funs) ->
     case decide(Key, Pid, Stamp, Rival(Key, Pid)) of
         ok ->
-            true = ets:insert(?TAB, Entry),
+            enter(Entry),
             Joined(Key, Pid),
             ok;
         %% Not entered yet: the claimant claims again once the older one is

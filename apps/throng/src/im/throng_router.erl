@@ -26,8 +26,14 @@
 
 -export([route/3, route_at_home/3, is_local/1, bounce/4, error_answer/5, deliver/4]).
 -export([register_service/2, unregister_service/1, is_served/1]).
+-export([keep_and_deliver/4]).
+%% Called remotely (erpc) by deliver/4 on another node.
+-ignore_xref([{keep_and_deliver, 4}]).
 
 -define(SERVICES, {?MODULE, services}).
+%% How long a sender waits for another node to keep a message for its
+%% detached session.
+-define(KEEP_TIMEOUT, 10000).
 
 -spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
 route(From, #jid{server = S} = To, El) ->
@@ -77,14 +83,42 @@ unregister_service(Domain) ->
         error -> ok
     end.
 
-%% @doc Sends a stanza to a session process. A message for a detached
-%% session is first kept durably ({@link throng_inflight}), here in the
-%% sender's process, so that the sender's acknowledgement covers it.
+%% @doc Sends a stanza to a session process (a session of To's bare JID).
+%% A message for a detached session is first kept durably ({@link
+%% throng_inflight}), before the sender's process goes on, so that the
+%% sender's acknowledgement covers it: here for a session of this node; by
+%% the session's own node for a session of another (its rows go back to
+%% offline storage when that node dies), in one call.
 -spec deliver(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
-deliver(Pid, From, To, El) ->
-    case throng_sm:is_detached(Pid) andalso throng_inflight:keepable(El) of
+deliver(Pid, From, #jid{user = U, server = S} = To, El) ->
+    case throng_inflight:keepable(El) andalso throng_sm:is_detached(Pid, {U, S}) of
         false -> throng_session:route(Pid, From, To, El);
-        true -> deliver_kept(Pid, From, To, El)
+        true when node(Pid) =:= node() -> deliver_kept(Pid, From, To, El);
+        true -> deliver_kept_at(Pid, From, To, El)
+    end.
+
+%% @doc On the node of the session Pid, for a sender on another node: keeps
+%% a message for the (detached) session and hands it over, as deliver/4
+%% does for a sender of this node.
+-spec keep_and_deliver(pid(), #jid{}, #jid{}, #xmlel{}) -> ok.
+keep_and_deliver(Pid, From, To, El) ->
+    deliver_kept(Pid, From, To, El).
+
+%% The session's node does not answer (it went down, or is cut off): the
+%% message goes to offline storage, as it would a moment later once the
+%% session is known gone. If that node did keep it, it comes twice (from
+%% the session, or from its node's recovered rows, and from offline
+%% storage): never lost. A node of an earlier version (no
+%% keep_and_deliver/4) gets the message as before.
+deliver_kept_at(Pid, From, To, El) ->
+    try erpc:call(node(Pid), ?MODULE, keep_and_deliver, [Pid, From, To, El], ?KEEP_TIMEOUT)
+    catch
+        error:{exception, undef, [{?MODULE, keep_and_deliver, _, _} | _]} ->
+            throng_session:route(Pid, From, To, El);
+        Class:Why ->
+            logger:warning(#{what => inflight_keep_unreachable, node => node(Pid),
+                             to => throng_jid:to_binary(To), class => Class, reason => Why}),
+            offline(From, To, El)
     end.
 
 deliver_kept(Pid, From, To, El) ->

@@ -29,16 +29,19 @@
 -compile({no_auto_import, [register/2, unregister/1]}).
 -export([init/0, register/2, unregister/2, forget/2, recover_killed/1, set_presence/3, resources/1,
          available/1, available_many/1, lookup/1, count/0, all/0, next/1,
-         set_detached/2, is_detached/1, has_local/1, is_local/1, own_presence/1, set_flag/2,
+         set_detached/2, is_detached/1, is_detached/2, has_local/1, is_local/1, own_presence/1, set_flag/2,
          has_flag/2,
          host_sessions/1, local_host_sessions/1, memo/1, defer/2, take_deferred/1,
          carry/0, resume/1, own_others/1,
          not_alone/0]).
--export([home_view/1, home_view_many/1, local_rival/2, joined/2, place_again/2, local_keys/0]).
+-export([home_view/1, home_lookup/1, home_view_many/1, local_rival/2, joined/2, place_again/2,
+         local_keys/0]).
 %% Called by throng_table_owner (a table creator named in throng_sup), and
 %% remotely (erpc) by the other members of a cluster.
--ignore_xref([{init, 0}, {home_view, 1}, {home_view_many, 1}, {all, 0},
+-ignore_xref([{init, 0}, {home_view, 1}, {home_lookup, 1}, {home_view_many, 1}, {all, 0},
               {local_host_sessions, 1}]).
+%% The local answer, asked by tests (the router asks is_detached/2).
+-ignore_xref([{is_detached, 1}]).
 
 -define(TAB, throng_session).
 -define(REMOTE_TIMEOUT, 5000).
@@ -192,6 +195,7 @@ recover_killed(Pid) ->
 unregister_local(Key, Pid) ->
     _ = ets:select_delete(?TAB, [{{session, Key, Pid, '_', '_', '_'}, [], [true]}]),
     true = ets:delete(?FLAGS, Pid),
+    true = ets:delete(?DETACHED, Pid),
     ok.
 
 %% Where the directory keeps this node's sessions of U@S (none: alone).
@@ -209,7 +213,13 @@ holder(U, S) ->
 place_again(#jid{user = U, server = S, resource = R}, Pid) ->
     case ets:lookup(?TAB, {{U, S}, R}) of
         [#session{key = Key, pid = Pid, prio = Prio, pres = Pres, stamp = Stamp}] ->
-            claim_cluster({Key, Pid, Prio, Pres, Stamp});
+            case claim_cluster({Key, Pid, Prio, Pres, Stamp}) of
+                ok ->
+                    %% A detached session is detached at its new place too.
+                    _ = is_detached(Pid) andalso tell_holder(Key, Pid, true),
+                    ok;
+                Other -> Other
+            end;
         _ -> ok
     end.
 
@@ -275,7 +285,7 @@ own_others(#jid{user = U, server = S}) ->
 
 %% Asks the (remote) home, and remembers an answer that lists the session alone.
 remote_others(Home, US, Epoch) ->
-    {Answer, View} = memo_view(Home, US),
+    {Answer, View, _} = memo_view(Home, US),
     case others(View) of
         [] when Answer =:= home ->
             lists:keymember(self(), 2, View) andalso put(?ALONE, Epoch),
@@ -451,19 +461,45 @@ home_view(US) ->
                                       not lists:keymember(R, 1, Local)],
     Local ++ Remote.
 
+%% @doc On the home of US: home_view/1 and which of those sessions are
+%% detached (a message for one is kept durably by its sender; called
+%% remotely by {@link view/1}).
+-spec home_lookup({binary(), binary()}) ->
+          {[{binary(), pid(), undefined | integer(), term()}], [pid()]}.
+home_lookup(US) ->
+    View = home_view(US),
+    {View, [Pid || {_, Pid, _, _} <- View, detached_here(Pid)]}.
+
+%% Detached, as this node knows: its own session, or one entered here.
+detached_here(Pid) when node(Pid) =:= node() -> is_detached(Pid);
+detached_here(Pid) -> throng_dir:is_detached(Pid).
+
 %% @doc home_view/1 of many bare JIDs.
 -spec home_view_many([{binary(), binary()}]) -> [{{binary(), binary()}, list()}].
 home_view_many(USs) ->
     [{US, home_view(US)} || US <- USs].
 
-%% A home that does not answer (down, or cut off): this node's own sessions
-%% of the user are what is known (fallback, not the home's answer).
+%% The home's answer: its view of US and which of those sessions are
+%% detached. A home that does not answer (down, or cut off): this node's
+%% own sessions of the user are what is known (fallback, not the home's
+%% answer). A home of an earlier version (no home_lookup/1: during a
+%% rolling upgrade) is asked for its view alone.
 remote_view(Home, US) ->
-    try {home, erpc:call(Home, ?MODULE, home_view, [US], ?REMOTE_TIMEOUT)}
-    catch Class:Why ->
-            unreachable(Home, Class, Why),
-            {fallback, local_view(US)}
+    try erpc:call(Home, ?MODULE, home_lookup, [US], ?REMOTE_TIMEOUT) of
+        {View, Detached} -> {home, View, Detached}
+    catch
+        error:{exception, undef, [{?MODULE, home_lookup, _, _} | _]} ->
+            try {home, erpc:call(Home, ?MODULE, home_view, [US], ?REMOTE_TIMEOUT), []}
+            catch Class:Why -> fallback(Home, US, Class, Why)
+            end;
+        Class:Why ->
+            fallback(Home, US, Class, Why)
     end.
+
+fallback(Home, US, Class, Why) ->
+    unreachable(Home, Class, Why),
+    Local = local_view(US),
+    {fallback, Local, [Pid || {_, Pid, _, _} <- Local, is_detached(Pid)]}.
 
 unreachable(Home, Class, Why) ->
     throng_metrics:incr(directory_unreachable),
@@ -545,20 +581,48 @@ next(Key) ->
             end
     end.
 
-%% @doc Marks the calling session as detached (its connection dropped and it
-%% waits for a resumption) or attached again. Messages routed to a detached
-%% session are kept durably by the router ({@link throng_inflight}).
--spec set_detached(pid(), boolean()) -> ok.
-set_detached(Pid, true) ->
+%% @doc Marks the calling session of JID as detached (its connection
+%% dropped and it waits for a resumption) or attached again. Messages
+%% routed to a detached session are kept durably by the router ({@link
+%% throng_inflight}). In a cluster its directory entry is marked too (after
+%% the session's earlier writes), so that senders on other nodes learn it
+%% from the home ({@link is_detached/2}); until the mark is applied there
+%% (a message between nodes' time) they send as to an attached session.
+-spec set_detached(#jid{}, boolean()) -> ok.
+set_detached(#jid{user = U, server = S, resource = R}, true) ->
+    Pid = self(),
     true = ets:insert(?DETACHED, {Pid}),
-    ok;
-set_detached(Pid, false) ->
-    true = ets:delete(?DETACHED, Pid),
-    ok.
+    tell_holder({{U, S}, R}, Pid, true);
+set_detached(#jid{user = U, server = S, resource = R}, false) ->
+    Pid = self(),
+    case ets:take(?DETACHED, Pid) of
+        [] -> ok;     %% attached (the usual end of a session): nothing to say
+        _ -> tell_holder({{U, S}, R}, Pid, false)
+    end.
 
+tell_holder({{U, S}, _} = Key, Pid, Detached) ->
+    case holder(U, S) of
+        none -> ok;
+        Node -> throng_dir:set_detached(Node, Key, Pid, Detached)
+    end.
+
+%% @doc Whether a session of this node is detached.
 -spec is_detached(pid()) -> boolean().
 is_detached(Pid) ->
     ets:member(?DETACHED, Pid).
+
+%% @doc Whether the session Pid of the bare JID US is detached, on any
+%% node: its own node knows for a session of this node, the home for the
+%% others (inside {@link memo/1} its answer to the route's lookup, not a
+%% second round trip).
+-spec is_detached(pid(), {binary(), binary()}) -> boolean().
+is_detached(Pid, _US) when node(Pid) =:= node() ->
+    is_detached(Pid);
+is_detached(Pid, US) ->
+    case throng_members:home(US) of
+        Home when Home =:= node() -> throng_dir:is_detached(Pid);
+        Home -> lists:member(Pid, element(3, memo_view(Home, US)))
+    end.
 
 %% @doc Whether a bare JID has a session on this node: the key after
 %% {US, <<>>} (no resource is empty) is one of US's if it has any. One
