@@ -37,7 +37,8 @@ all() ->
      stuck_session_on_another_node_is_replaced, queued_directory_write_of_a_dead_node,
      slow_home_still_replaces_the_older_session, inflight_of_a_dead_node_goes_back,
      inflight_recovered_when_the_first_member_dies_too,
-     message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session].
+     message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session,
+     inflight_recovered_after_a_restart_of_the_membership_process].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -867,6 +868,31 @@ detached_and_stuck(User, Node, Sender) ->
     wait_until(fun() -> erpc:call(Sender, throng_sm, is_detached, [Pid, {User, <<"localhost">>}]) end),
     ok = erpc:call(Node, sys, suspend, [Pid]),
     Pid.
+
+%% The first member's membership process is restarted (after a crash)
+%% while a dead node's messages in flight are still to recover: it forgot
+%% that node, but finds its rows in the storage when it starts, and
+%% recovers them. (Before, they stayed in flight until that node came back:
+%% the other member remembered the node but was not first.)
+inflight_recovered_after_a_restart_of_the_membership_process(Config) ->
+    [First, Mid, Last] = ?config(nodes, Config),
+    ?assertEqual(First, hd(erpc:call(Mid, throng_cluster, members, []))),
+    A = online(<<"alice">>, <<"a">>, Mid),
+    two_in_flight_to_bob(A, First, Last),
+    Peers = get_peers_by_node(),
+    %% The first member does nothing about the death (its process hangs)
+    %% until it is killed, past the recovery's delay.
+    ok = erpc:call(First, sys, suspend, [throng_cluster]),
+    erpc:cast(Last, erlang, halt, [137]),
+    wait_until(fun() -> not lists:member(Last, erpc:call(Mid, throng_cluster, members, [])) end),
+    timer:sleep(4000),
+    ?assertEqual(2, erpc:call(First, throng_storage, inflight_count, [])),
+    true = erpc:call(First, erlang, exit, [erpc:call(First, erlang, whereis, [throng_cluster]), kill]),
+    throng_ct:wait_until(
+      fun() -> erpc:call(First, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end,
+      30000),
+    _ = (catch peer:stop(proplists:get_value(Last, Peers))),
+    ?C:close(A).
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),

@@ -48,7 +48,7 @@ contract() ->
      roster_update_results_and_versions, roster_items_round_trip,
      concurrent_roster_updates_lose_nothing, failing_roster_fun_changes_nothing,
      offline_limits, concurrent_offline_stores_respect_the_limit, offline_totals_follow_the_store,
-     inflight_claim_return_delete, inflight_recover_orphans_and_all,
+     inflight_claim_return_delete, inflight_recover_orphans_and_all, inflight_nodes,
      kv_term_keys, batch_returns_the_result,
      mam_store_takes_the_next_free_id, mam_store_many_keeps_each_in_its_archive,
      mam_query_reads_either_end_of_a_range,
@@ -339,6 +339,15 @@ inflight_recover_orphans_and_all(_) ->
     _ = ?ST:inflight_put(<<"carol">>, ?S, Dead, [msg(I, <<"c">>) || I <- lists:seq(1, 1234)]),
     ?assertEqual(1234, ?ST:inflight_recover(orphans)),
     ?assertEqual(1234, ?ST:offline_count(<<"carol">>, ?S)).
+
+%% The nodes that have messages in flight, each once.
+inflight_nodes(_) ->
+    ?assertEqual([], ?ST:inflight_nodes()),
+    _ = ?ST:inflight_put(<<"alice">>, ?S, self(), [msg(1, <<"a">>), msg(2, <<"b">>)]),
+    _ = ?ST:inflight_put(<<"bob">>, ?S, self(), [msg(3, <<"c">>)]),
+    ?assertEqual([node()], ?ST:inflight_nodes()),
+    ?assertEqual(3, ?ST:inflight_recover(all)),
+    ?assertEqual([], ?ST:inflight_nodes()).
 
 %% Keys are terms compared exactly: equal terms built differently find the
 %% same value, 1 and 1.0 differ; buckets are apart; values are any term.

@@ -17,6 +17,12 @@
 %%     down until they come back, so that when the first member itself went
 %%     down with them the next one does it; a recovery that fails (the
 %%     database) is tried again.</li>
+%% <li>when this process starts (the node starts, or this process was
+%%     restarted after a crash and forgot the nodes that went down),
+%%     ?SWEEP_AFTER_INTERVALS reconnect intervals and ?RECOVER_DELAY_MS
+%%     later it asks the storage which nodes have messages in flight kept:
+%%     those that are not connected are taken as gone (and recovered by
+%%     the first member) as if they had just gone down.</li>
 %% </ul>
 %% Seeds (`cluster.seeds' and the nodes joined with `join-cluster') and lost
 %% members are dialled again every `cluster.reconnect_interval' seconds, so
@@ -40,6 +46,9 @@
 %% restarted at once, which recovers its own at start-up, is not taken for
 %% a dead node), and how long between tries when that fails.
 -define(RECOVER_DELAY_MS, 3000).
+%% The sweep at start waits this many reconnect intervals (and
+%% ?RECOVER_DELAY_MS): the live members are connected by then.
+-define(SWEEP_AFTER_INTERVALS, 2).
 
 -record(st, {known = [] :: [node()],      %% seeds and every node that was a member
              interval :: pos_integer(),
@@ -109,6 +118,7 @@ init([]) ->
             Known = lists:usort(throng_config:get([cluster, seeds]) ++ saved_seeds()) -- [node()],
             [hello(N) || N <- nodes()],
             self() ! reconnect,
+            erlang:send_after(?SWEEP_AFTER_INTERVALS * Interval + ?RECOVER_DELAY_MS, self(), sweep),
             {ok, #st{known = Known, interval = Interval}}
     end.
 
@@ -148,6 +158,25 @@ handle_info(reconnect, #st{known = Known, interval = Interval} = St) ->
 handle_info({nodeup, Node}, St) ->
     hello(Node),
     {noreply, St};
+handle_info(sweep, St) ->
+    %% The storage may be slow or down: asked by a process of its own.
+    Self = self(),
+    _ = spawn(fun() -> Self ! {inflight_nodes, inflight_nodes()} end),
+    {noreply, St};
+handle_info({inflight_nodes, failed}, St) ->
+    erlang:send_after(?RECOVER_DELAY_MS, self(), sweep),
+    {noreply, St};
+handle_info({inflight_nodes, Nodes}, #st{gone = Gone} = St) ->
+    %% Not connected: gone (a member is connected, and so is a node that
+    %% is still saying hello).
+    Dead = [N || N <- Nodes, N =/= node(), not lists:member(N, nodes())],
+    case Dead -- Gone of
+        [] -> ok;
+        New ->
+            logger:notice(#{what => cluster_inflight_of_gone_nodes, nodes => New}),
+            self() ! recover
+    end,
+    {noreply, St#st{gone = lists:usort(Dead ++ Gone)}};
 handle_info(recover, #st{recovering = {_, _}} = St) ->
     %% When the running recovery ends, what is left is looked at again.
     {noreply, St};
@@ -321,6 +350,14 @@ chunks(Items, Size) when length(Items) =< Size -> [Items];
 chunks(Items, Size) ->
     {Chunk, Rest} = lists:split(Size, Items),
     [Chunk | chunks(Rest, Size)].
+
+inflight_nodes() ->
+    try throng_storage:inflight_nodes()
+    catch error:{storage_failed, Why} ->
+            logger:error(#{what => inflight_nodes_failed, reason => Why,
+                           retry_ms => ?RECOVER_DELAY_MS}),
+            failed
+    end.
 
 recover_inflight(Node) ->
     try throng_storage:inflight_recover({node, Node}) of

@@ -148,6 +148,8 @@ inflight() ->
       " SELECT server, username, stamp, sender, packet FROM moved ORDER BY stamp, seq"},
      {inflight_of_node,
       "SELECT server, username, seq, owner FROM inflight_messages WHERE node = $1"},
+     {inflight_nodes,
+      "SELECT DISTINCT node FROM inflight_messages"},
      {inflight_count,
       "SELECT count(*) FROM inflight_messages WHERE node = $1"}].
 

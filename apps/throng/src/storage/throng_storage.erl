@@ -62,7 +62,7 @@
 -export([offline_store/4, offline_count/2, offline_total/0, offline_bytes/0]).
 -export([batch/1]).
 -export([inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
-         inflight_recover/1, inflight_count/0]).
+         inflight_recover/1, inflight_nodes/0, inflight_count/0]).
 -export([cluster_identity/0, node_up/1]).
 %% API used by tests and operators: messages in flight, and moving those of
 %% dead sessions back to offline storage without a restart.
@@ -153,6 +153,9 @@
 -callback inflight_claim(luser(), lserver(), Owner :: pid()) -> [{inflight_key(), #offline_msg{}}].
 -callback inflight_return([inflight_key()]) -> ok.
 -callback inflight_recover(all | orphans | {node, node()}) -> non_neg_integer().
+%% The nodes whose sessions' messages in flight are kept (every node's,
+%% not only this one's), each once.
+-callback inflight_nodes() -> [node()].
 %% Runs the function; its writes become durable together at its end (one
 %% fsync for many writes). A write inside returns before it is durable;
 %% batch/1 raises storage_failed when the end of the batch could not make
@@ -366,6 +369,12 @@ inflight_return(Keys) -> (backend()):inflight_return(Keys).
 %% (it went down: a cluster member does it). Returns how many.
 -spec inflight_recover(all | orphans | {node, node()}) -> non_neg_integer().
 inflight_recover(Which) -> (backend()):inflight_recover(Which).
+
+%% @doc The nodes that have messages in flight kept, each once: after a
+%% restart of the membership process, the nodes among them that are gone
+%% are recovered as if they had just gone down.
+-spec inflight_nodes() -> [node()].
+inflight_nodes() -> (backend()):inflight_nodes().
 
 -spec inflight_count() -> non_neg_integer().
 inflight_count() -> (backend()):inflight_count().

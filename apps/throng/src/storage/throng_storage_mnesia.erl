@@ -23,7 +23,7 @@
          roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
-         inflight_recover/1, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
+         inflight_recover/1, inflight_nodes/0, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
          kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
          mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2,
          mam_expire/3]).
@@ -738,6 +738,11 @@ batches([]) -> [];
 batches(L) ->
     {B, Rest} = split(?BULK_BATCH, L),
     [B | batches(Rest)].
+
+-spec inflight_nodes() -> [node()].
+inflight_nodes() ->
+    lists:usort(mnesia:dirty_select(throng_inflight,
+                                    [{{throng_inflight, {'_', '$1', '_'}, '_', '_'}, [], ['$1']}])).
 
 -spec inflight_count() -> non_neg_integer().
 inflight_count() ->
