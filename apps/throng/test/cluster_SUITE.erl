@@ -38,7 +38,8 @@ all() ->
      slow_home_still_replaces_the_older_session, inflight_of_a_dead_node_goes_back,
      inflight_recovered_when_the_first_member_dies_too,
      message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session,
-     inflight_recovered_after_a_restart_of_the_membership_process].
+     inflight_recovered_after_a_restart_of_the_membership_process,
+     lone_node_leaves_the_inflight_of_others, detached_mark_after_the_members_change_back].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -54,6 +55,13 @@ end_per_suite(_Config) ->
     _ = net_kernel:stop(),
     ok.
 
+init_per_testcase(lone_node_leaves_the_inflight_of_others = TC, Config) ->
+    %% Nodes sharing a PostgreSQL database, each alone (no seeds, and not
+    %% meshed through this node's connections), started by the case.
+    PG = throng_pg:start(),
+    put(node_config, #{storage => throng_pg:storage(PG, throng_pg:new_database(PG))}),
+    put(lone, true),
+    [{pg, PG}, {names, [list_to_atom(atom_to_list(TC) ++ "_" ++ [L]) || L <- "abc"]} | Config];
 init_per_testcase(TC, Config) ->
     Names0 = [list_to_atom(atom_to_list(TC) ++ "_" ++ integer_to_list(I)) || I <- [1, 2, 3]],
     %% The db node (the first started) is the last member in sorted order:
@@ -80,8 +88,13 @@ init_per_testcase(TC, Config) ->
     ok = erpc:call(N1, throng_ct, mutual, [<<"alice">>, <<"bob">>]),
     [{nodes, Nodes} | Config].
 
-end_per_testcase(_TC, _Config) ->
+end_per_testcase(_TC, Config) ->
     [catch peer:stop(P) || P <- get_peers()],
+    case ?config(pg, Config) of
+        undefined -> ok;
+        PG -> throng_pg:stop(PG)
+    end,
+    erase(lone),
     erase(peers),
     erase(shared_opts),
     erase(node_config),
@@ -807,11 +820,18 @@ message_to_a_detached_session_survives_its_node(Config) ->
     [?C:send(A, ?C:message(<<U/binary, "@localhost/r">>, <<"chat">>, U)) || U <- Users],
     %% Alice's session has handled them: an IQ sent after them is answered.
     <<"result">> = throng_xml:attr(<<"type">>, ?C:iq(A, <<"get">>, #xmlel{name = <<"ping">>, attrs = [{<<"xmlns">>, ?NS_PING}]})),
+    %% Kept in flight, each once, and nowhere else.
+    Offline = fun(U) -> erpc:call(Db, throng_storage, offline_count, [U, <<"localhost">>]) end,
+    ?assertEqual(length(Users), erpc:call(Db, throng_storage, inflight_count, [])),
+    ?assertEqual([0 || _ <- Users], [Offline(U) || U <- Users]),
     Peer = proplists:get_value(Away, get_peers_by_node()),
     erpc:cast(Away, erlang, halt, [137]),
-    [wait_until(fun() -> erpc:call(Db, throng_storage, offline_count, [U, <<"localhost">>]) =:= 1 end)
-     || U <- Users],
+    [wait_until(fun() -> Offline(U) =:= 1 end) || U <- Users],
+    ?assertEqual(0, erpc:call(Db, throng_storage, inflight_count, [])),
     _ = (catch peer:stop(Peer)),
+    %% Once: nothing else comes back later.
+    timer:sleep(4000),
+    ?assertEqual([1 || _ <- Users], [Offline(U) || U <- Users]),
     [U1 | _] = Users,
     B = online(U1, <<"again">>, Sender),
     ?assertEqual([U1], collect_bodies(B, 1)),
@@ -829,11 +849,7 @@ detached_mark_follows_the_session(Config) ->
                               [{C, <<"localhost">>}, N3, lists:sort([N1, N2])]) =:= N1],
     US = {U, <<"localhost">>},
     ok = erpc:call(N1, throng_ct, register, [U, <<"password">>]),
-    B = online(U, <<"r">>, N2),
-    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
-    Id = throng_xml:attr(<<"id">>, wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end)),
-    Pid = erpc:call(N2, throng_sm, lookup, [jid(U, <<"r">>)]),
-    ?C:abort(B),
+    {Id, Pid} = detached(U, N2),
     wait_until(fun() -> erpc:call(N1, throng_sm, is_detached, [Pid, US]) end),
     Peer3 = proplists:get_value(N3, get_peers_by_node()),
     erpc:cast(N3, erlang, halt, [137]),
@@ -846,6 +862,43 @@ detached_mark_follows_the_session(Config) ->
     wait_until(fun() -> not erpc:call(N1, throng_sm, is_detached, [Pid, US]) end),
     ?C:close(B2).
 
+%% The members change and change back (a fourth node comes and goes)
+%% before the first holder of a detached session's entry has dropped it,
+%% and the session is resumed in between: the first holder, holding the
+%% entry again, does not keep the old mark. (Before, placed again, the
+%% session said only "detached" and only when it was: the mark outlived
+%% the detachment, and senders kept their messages for it durably.)
+%% The first holder's membership process is held meanwhile, so that it
+%% does not drop the entry when it stops holding it.
+detached_mark_after_the_members_change_back(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    NameD = list_to_atom(atom_to_list(node_name(N1)) -- "1" ++ "4"),
+    D = node_at(NameD),
+    US0 = fun(C) -> {C, <<"localhost">>} end,
+    [U | _] = [C || C <- candidate_users(),
+                    erpc:call(N1, throng_members, holder, [US0(C), N2, lists:sort(Nodes)]) =:= N3,
+                    erpc:call(N1, throng_members, holder, [US0(C), N2, lists:sort([D | Nodes])]) =:= D],
+    US = US0(U),
+    ok = erpc:call(N1, throng_ct, register, [U, <<"password">>]),
+    {Id, Pid} = detached(U, N2),
+    wait_until(fun() -> erpc:call(N3, throng_dir, is_detached, [Pid]) end),
+    ok = erpc:call(N3, sys, suspend, [throng_cluster]),
+    D = start_node(Config, NameD, N1, shared_port_number()),
+    wait_until(fun() -> erpc:call(D, throng_dir, is_detached, [Pid]) end),
+    {B2, Resumed} = resumes(U, port_of(N2), Id, 0),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
+    wait_until(fun() -> not erpc:call(D, throng_dir, is_detached, [Pid]) end),
+    PeerD = proplists:get_value(D, get_peers_by_node()),
+    ok = peer:stop(PeerD),
+    wait_until(fun() -> erpc:call(N2, throng_cluster, members, []) =:= lists:sort(Nodes) end),
+    ok = erpc:call(N3, sys, resume, [throng_cluster]),
+    wait_members(Nodes),
+    wait_until(fun() -> [E || {{_, <<"r">>}, P, _, _, _} = E <- erpc:call(N3, throng_dir, entries, [US]),
+                              P =:= Pid] =/= [] end),
+    wait_until(fun() -> not erpc:call(N3, throng_dir, is_detached, [Pid]) end),
+    ?assertNot(erpc:call(N1, throng_sm, is_detached, [Pid, US])),
+    ?C:close(B2).
+
 %% New accounts, one for each of Homes, whose home that node is.
 users_at_homes(Homes, Node) ->
     [hd([U || U <- candidate_users(),
@@ -855,15 +908,21 @@ users_at_homes(Homes, Node) ->
 candidate_users() ->
     [<<"u", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 500)].
 
+%% User's session (resource r) on Node enables resumption, is available and
+%% loses its connection: the resumption id and the session.
+detached(User, Node) ->
+    B = online(User, <<"r">>, Node),
+    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
+    Id = throng_xml:attr(<<"id">>, wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end)),
+    Pid = erpc:call(Node, throng_sm, lookup, [jid(User, <<"r">>)]),
+    ?C:abort(B),
+    {Id, Pid}.
+
 %% User's session (resource r) on Node enables resumption, is available,
 %% loses its connection and is detached, as the Sender node sees it; then
 %% it is stuck (sys:suspend/1): it takes nothing from its mailbox.
 detached_and_stuck(User, Node, Sender) ->
-    B = online(User, <<"r">>, Node),
-    ?C:send(B, #xmlel{name = <<"enable">>, attrs = [{<<"xmlns">>, ?NS_SM}, {<<"resume">>, <<"true">>}]}),
-    _ = wait_for(B, fun(El) -> El#xmlel.name =:= <<"enabled">> end),
-    Pid = erpc:call(Node, throng_sm, lookup, [jid(User, <<"r">>)]),
-    ?C:abort(B),
+    {_, Pid} = detached(User, Node),
     wait_until(fun() -> erpc:call(Node, throng_sm, is_detached, [Pid]) end),
     wait_until(fun() -> erpc:call(Sender, throng_sm, is_detached, [Pid, {User, <<"localhost">>}]) end),
     ok = erpc:call(Node, sys, suspend, [Pid]),
@@ -893,6 +952,50 @@ inflight_recovered_after_a_restart_of_the_membership_process(Config) ->
       30000),
     _ = (catch peer:stop(proplists:get_value(Last, Peers))),
     ?C:close(A).
+
+%% Nodes that share a PostgreSQL database without being members of one
+%% cluster (no seeds; or none answered): a node that starts alone does not
+%% take the messages another live node holds in flight for its sessions
+%% (they would be delivered twice), nor those of a dead one, which it
+%% cannot tell from a live one it never met. When it has a member, it
+%% looks again: the dead node's go back to offline storage, the live
+%% one's stay. (Before, the start-up sweep took every node not connected
+%% for gone: the live node's messages went to offline storage too.)
+lone_node_leaves_the_inflight_of_others(Config) ->
+    [NameA, NameB, NameC] = ?config(names, Config),
+    Port = shared_port_number(),
+    A = start_node(Config, NameA, node_at(NameA), Port),
+    C = start_node(Config, NameC, node_at(NameC), Port),
+    [?assertEqual([N], erpc:call(N, throng_cluster, members, [])) || N <- [A, C]],
+    [ok = erpc:call(A, throng_ct, register, [U, <<"password">>]) || U <- [<<"bob">>, <<"carol">>]],
+    %% A holds one for carol (its session on A); C, one for bob.
+    Msg = fun(To) -> #offline_msg{timestamp = erlang:system_time(microsecond),
+                                  from = <<"alice@localhost/a">>,
+                                  packet = <<"<message to='", To/binary, "@localhost'/>">>} end,
+    [_] = erpc:call(A, throng_storage, inflight_put,
+                    [<<"carol">>, <<"localhost">>, erpc:call(A, erlang, whereis, [throng_sup]),
+                     [Msg(<<"carol">>)]]),
+    [_] = erpc:call(C, throng_storage, inflight_put,
+                    [<<"bob">>, <<"localhost">>, erpc:call(C, erlang, whereis, [throng_sup]),
+                     [Msg(<<"bob">>)]]),
+    ?assertEqual(lists:sort([A, C]), lists:sort(erpc:call(A, throng_storage, inflight_nodes, []))),
+    PeerC = proplists:get_value(C, get_peers_by_node()),
+    erpc:cast(C, erlang, halt, [137]),
+    _ = (catch peer:stop(PeerC)),
+    B = start_node(Config, NameB, node_at(NameB), Port),
+    %% Past B's sweep (two reconnect intervals of 1 s and 3 s).
+    timer:sleep(8000),
+    ?assertEqual([B], erpc:call(B, throng_cluster, members, [])),
+    Offline = fun(U) -> erpc:call(B, throng_storage, offline_count, [U, <<"localhost">>]) end,
+    ?assertEqual({0, 0}, {Offline(<<"carol">>), Offline(<<"bob">>)}),
+    ?assertEqual(1, erpc:call(A, throng_storage, inflight_count, [])),
+    %% B and A make a cluster: C (not connected) is gone, A is not.
+    ok = erpc:call(B, throng_cluster, join, [A]),
+    wait_members([A, B]),
+    throng_ct:wait_until(fun() -> Offline(<<"bob">>) =:= 1 end, 30000),
+    ?assertEqual(0, Offline(<<"carol">>)),
+    ?assertEqual(1, erpc:call(A, throng_storage, inflight_count, [])),
+    ?assertEqual([A], erpc:call(A, throng_storage, inflight_nodes, [])).
 
 kick_on_another_node(Config) ->
     [N1, N2, _] = ?config(nodes, Config),
@@ -1171,7 +1274,13 @@ netsplit_heals(Config) ->
 %% As config/vm.args: global does not turn one dropped link into a
 %% disconnect of every node involved (docs/clustering.md).
 vm_args() ->
-    ["-kernel", "prevent_overlapping_partitions", "false"].
+    Lone = case get(lone) of
+               %% Not connected to the nodes this node is connected to
+               %% (global's full mesh): a lone node stays alone.
+               true -> ["-connect_all", "false"];
+               undefined -> []
+           end,
+    ["-kernel", "prevent_overlapping_partitions", "false" | Lone].
 
 try_call(N, M, F, A, Otherwise) ->
     try erpc:call(N, M, F, A, 2000)
@@ -1369,7 +1478,7 @@ start_node(Config, Name, Seed, SharedPort) ->
                 {Extra0, Cluster0}
         end,
     Cfg = throng_ct:config(Extra#{data_dir => list_to_binary(Dir),
-                                  cluster => Cluster#{seeds => [Seed], db_nodes => [Seed],
+                                  cluster => Cluster#{seeds => seeds(Seed), db_nodes => [Seed],
                                                       reconnect_interval => 1},
                                   stream_management => #{resumption_secret =>
                                                              <<"cluster-suite-secret-0123456789abcdef">>}}),
@@ -1379,6 +1488,12 @@ start_node(Config, Name, Seed, SharedPort) ->
     ok = erpc:call(Node, application, set_env, [throng, config, Cfg#{listen => Listeners}]),
     {ok, _} = erpc:call(Node, application, ensure_all_started, [throng]),
     Node.
+
+seeds(Seed) ->
+    case get(lone) of
+        true -> [];
+        undefined -> [Seed]
+    end.
 
 get_peers() ->
     [P || {_, P} <- get_peers_by_node()].

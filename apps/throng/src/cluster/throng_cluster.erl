@@ -22,7 +22,10 @@
 %%     ?SWEEP_AFTER_INTERVALS reconnect intervals and ?RECOVER_DELAY_MS
 %%     later it asks the storage which nodes have messages in flight kept:
 %%     those that are not connected are taken as gone (and recovered by
-%%     the first member) as if they had just gone down.</li>
+%%     the first member) as if they had just gone down. A node that has no
+%%     other member then (no seed answered, or none is set) cannot tell a
+%%     dead node from a live one it never met over a shared database: it
+%%     waits for its first member and looks again.</li>
 %% </ul>
 %% Seeds (`cluster.seeds' and the nodes joined with `join-cluster') and lost
 %% members are dialled again every `cluster.reconnect_interval' seconds, so
@@ -56,7 +59,10 @@
              %% messages in flight may still be to recover
              gone = [] :: [node()],
              %% the running recovery: its monitor and the nodes it does
-             recovering = none :: none | {pid(), reference()}}).
+             recovering = none :: none | {pid(), reference()},
+             %% the start-up sweep: deferred while this node had no other
+             %% member (it cannot tell a dead node from one it never met)
+             sweep = pending :: pending | deferred | done}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -170,13 +176,21 @@ handle_info({inflight_nodes, Nodes}, #st{gone = Gone} = St) ->
     %% Not connected: gone (a member is connected, and so is a node that
     %% is still saying hello).
     Dead = [N || N <- Nodes, N =/= node(), not lists:member(N, nodes())],
-    case Dead -- Gone of
-        [] -> ok;
-        New ->
+    case {Dead -- Gone, members()} of
+        {[], _} ->
+            {noreply, St#st{sweep = done}};
+        {New, [Me]} when Me =:= node() ->
+            %% Alone (no seed answered, or none is set, and the storage is
+            %% shared): a node not connected here may be serving its
+            %% sessions elsewhere. Looked at again when a member comes.
+            logger:notice(#{what => cluster_sweep_deferred, nodes => New,
+                            reason => no_other_member}),
+            {noreply, St#st{sweep = deferred}};
+        {New, _} ->
             logger:notice(#{what => cluster_inflight_of_gone_nodes, nodes => New}),
-            self() ! recover
-    end,
-    {noreply, St#st{gone = lists:usort(Dead ++ Gone)}};
+            erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
+            {noreply, St#st{gone = lists:usort(Dead ++ Gone), sweep = done}}
+    end;
 handle_info(recover, #st{recovering = {_, _}} = St) ->
     %% When the running recovery ends, what is left is looked at again.
     {noreply, St};
@@ -248,18 +262,27 @@ terminate(_Reason, _St) ->
 hello(Node) ->
     erlang:send({?MODULE, Node}, {hello, node()}, [noconnect]).
 
-member_up(Node, #st{known = Known, gone = Gone} = St) ->
+member_up(Node, #st{known = Known, gone = Gone, sweep = Sweep} = St) ->
     Old = members(),
-    case lists:member(Node, Old) of
-        true -> ok;
-        false ->
-            logger:notice(#{what => cluster_member_up, node => Node}),
-            _ = spawn(fun() -> throng_storage:node_up(Node) end),
-            changed(Old, [Node | Old])
-    end,
+    Sweep1 = case lists:member(Node, Old) of
+                 true -> Sweep;
+                 false ->
+                     logger:notice(#{what => cluster_member_up, node => Node}),
+                     _ = spawn(fun() -> throng_storage:node_up(Node) end),
+                     changed(Old, [Node | Old]),
+                     sweep_again(Sweep)
+             end,
     %% Back: it recovered its own messages in flight when it started, or
     %% (the link came back) its sessions still hold them.
-    St#st{known = lists:usort([Node | Known]), gone = Gone -- [Node]}.
+    St#st{known = lists:usort([Node | Known]), gone = Gone -- [Node], sweep = Sweep1}.
+
+%% The sweep waited for a member: the members that are coming are
+%% connected ?RECOVER_DELAY_MS from now.
+sweep_again(deferred) ->
+    erlang:send_after(?RECOVER_DELAY_MS, self(), sweep),
+    pending;
+sweep_again(Sweep) ->
+    Sweep.
 
 member_gone(Node, Why, #st{gone = Gone} = St) ->
     Old = members(),
@@ -351,10 +374,11 @@ chunks(Items, Size) ->
     {Chunk, Rest} = lists:split(Size, Items),
     [Chunk | chunks(Rest, Size)].
 
+%% Always an answer: the process that asks waits for it.
 inflight_nodes() ->
     try throng_storage:inflight_nodes()
-    catch error:{storage_failed, Why} ->
-            logger:error(#{what => inflight_nodes_failed, reason => Why,
+    catch Class:Why ->
+            logger:error(#{what => inflight_nodes_failed, class => Class, reason => Why,
                            retry_ms => ?RECOVER_DELAY_MS}),
             failed
     end.

@@ -5,9 +5,13 @@
 %%
 %% A message is kept when it is routed to a detached session (its
 %% connection dropped, the session waits for a resumption; see
-%% {@link throng_sm:is_detached/1}): the router writes it in the sender's
-%% process before the sender's stanza counts as handled, so the sender's
-%% XEP-0198 acknowledgement covers a durable copy. A session that becomes
+%% {@link throng_sm:is_detached/2}): the router ({@link
+%% throng_router:deliver/4}) keeps it before the process routing it goes on
+%% (the sender's session, or with `cluster.route_at_home' a hand-off
+%% process at the recipient's home, which the sender's node keeps the
+%% stanza for until then), so the sender's XEP-0198 acknowledgement covers
+%% a durable copy. For a session on another node, that node writes it
+%% ({@link throng_router:keep_and_deliver/4}, one call). A session that becomes
 %% detached keeps the unacknowledged messages of its queue the same way.
 %% Stored offline messages are moved into flight when a session takes them
 %% ({@link throng_storage:inflight_claim/3}). The session forgets a kept

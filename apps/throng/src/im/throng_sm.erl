@@ -215,9 +215,11 @@ place_again(#jid{user = U, server = S, resource = R}, Pid) ->
         [#session{key = Key, pid = Pid, prio = Prio, pres = Pres, stamp = Stamp}] ->
             case claim_cluster({Key, Pid, Prio, Pres, Stamp}) of
                 ok ->
-                    %% A detached session is detached at its new place too.
-                    _ = is_detached(Pid) andalso tell_holder(Key, Pid, true),
-                    ok;
+                    %% Detached or not, as at its new place: the new
+                    %% holder may be an old one again, still holding the
+                    %% entry and its mark from before the session was
+                    %% resumed (the members changed and changed back).
+                    tell_holder(Key, Pid, is_detached(Pid));
                 Other -> Other
             end;
         _ -> ok

@@ -741,8 +741,8 @@ batches(L) ->
 
 -spec inflight_nodes() -> [node()].
 inflight_nodes() ->
-    lists:usort(mnesia:dirty_select(throng_inflight,
-                                    [{{throng_inflight, {'_', '$1', '_'}, '_', '_'}, [], ['$1']}])).
+    lists:usort(dirty_select(throng_inflight,
+                             [{{throng_inflight, {'_', '$1', '_'}, '_', '_'}, [], ['$1']}])).
 
 -spec inflight_count() -> non_neg_integer().
 inflight_count() ->
