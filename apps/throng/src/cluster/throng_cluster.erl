@@ -22,10 +22,9 @@
 %%     ?SWEEP_AFTER_INTERVALS reconnect intervals and ?RECOVER_DELAY_MS
 %%     later it asks the storage which nodes have messages in flight kept:
 %%     those that are not connected are taken as gone (and recovered by
-%%     the first member) as if they had just gone down. A node that has no
-%%     other member then (no seed answered, or none is set) cannot tell a
-%%     dead node from a live one it never met over a shared database: it
-%%     waits for its first member and looks again.</li>
+%%     the first member) as if they had just gone down, unless their
+%%     host's epmd says they run (a node serving over the same database
+%%     that no seed leads to: its sessions hold those messages).</li>
 %% </ul>
 %% Seeds (`cluster.seeds' and the nodes joined with `join-cluster') and lost
 %% members are dialled again every `cluster.reconnect_interval' seconds, so
@@ -52,6 +51,8 @@
 %% The sweep at start waits this many reconnect intervals (and
 %% ?RECOVER_DELAY_MS): the live members are connected by then.
 -define(SWEEP_AFTER_INTERVALS, 2).
+%% How long the sweep waits for a host's epmd.
+-define(EPMD_TIMEOUT_MS, 5000).
 
 -record(st, {known = [] :: [node()],      %% seeds and every node that was a member
              interval :: pos_integer(),
@@ -59,10 +60,7 @@
              %% messages in flight may still be to recover
              gone = [] :: [node()],
              %% the running recovery: its monitor and the nodes it does
-             recovering = none :: none | {pid(), reference()},
-             %% the start-up sweep: deferred while this node had no other
-             %% member (it cannot tell a dead node from one it never met)
-             sweep = pending :: pending | deferred | done}).
+             recovering = none :: none | {pid(), reference()}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -165,32 +163,30 @@ handle_info({nodeup, Node}, St) ->
     hello(Node),
     {noreply, St};
 handle_info(sweep, St) ->
-    %% The storage may be slow or down: asked by a process of its own.
+    %% The storage may be slow or down, a host may not answer: asked by a
+    %% process of its own.
     Self = self(),
-    _ = spawn(fun() -> Self ! {inflight_nodes, inflight_nodes()} end),
+    _ = spawn(fun() -> Self ! {inflight_nodes, unconnected_inflight_nodes()} end),
     {noreply, St};
 handle_info({inflight_nodes, failed}, St) ->
     erlang:send_after(?RECOVER_DELAY_MS, self(), sweep),
     {noreply, St};
-handle_info({inflight_nodes, Nodes}, #st{gone = Gone} = St) ->
-    %% Not connected: gone (a member is connected, and so is a node that
-    %% is still saying hello).
-    Dead = [N || N <- Nodes, N =/= node(), not lists:member(N, nodes())],
-    case {Dead -- Gone, members()} of
-        {[], _} ->
-            {noreply, St#st{sweep = done}};
-        {New, [Me]} when Me =:= node() ->
-            %% Alone (no seed answered, or none is set, and the storage is
-            %% shared): a node not connected here may be serving its
-            %% sessions elsewhere. Looked at again when a member comes.
-            logger:notice(#{what => cluster_sweep_deferred, nodes => New,
-                            reason => no_other_member}),
-            {noreply, St#st{sweep = deferred}};
-        {New, _} ->
-            logger:notice(#{what => cluster_inflight_of_gone_nodes, nodes => New}),
-            erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
-            {noreply, St#st{gone = lists:usort(Dead ++ Gone), sweep = done}}
-    end;
+handle_info({inflight_nodes, {Unconnected, Running}}, #st{gone = Gone} = St) ->
+    %% Running but not connected here: it serves its sessions, which hold
+    %% these messages, outside this cluster over the same storage (no seed
+    %% leads to it). Neither gone nor a member: said, and left alone.
+    Running =/= [] andalso
+        logger:warning(#{what => cluster_storage_shared_with_a_node_not_connected,
+                         nodes => Running}),
+    %% Gone: the others (not connected, even while saying hello).
+    Dead = [N || N <- Unconnected -- Running, not lists:member(N, nodes())],
+    _ = case Dead -- Gone of
+            [] -> ok;
+            New ->
+                logger:notice(#{what => cluster_inflight_of_gone_nodes, nodes => New}),
+                erlang:send_after(?RECOVER_DELAY_MS, self(), recover)
+        end,
+    {noreply, St#st{gone = lists:usort(Dead ++ Gone)}};
 handle_info(recover, #st{recovering = {_, _}} = St) ->
     %% When the running recovery ends, what is left is looked at again.
     {noreply, St};
@@ -262,27 +258,18 @@ terminate(_Reason, _St) ->
 hello(Node) ->
     erlang:send({?MODULE, Node}, {hello, node()}, [noconnect]).
 
-member_up(Node, #st{known = Known, gone = Gone, sweep = Sweep} = St) ->
+member_up(Node, #st{known = Known, gone = Gone} = St) ->
     Old = members(),
-    Sweep1 = case lists:member(Node, Old) of
-                 true -> Sweep;
-                 false ->
-                     logger:notice(#{what => cluster_member_up, node => Node}),
-                     _ = spawn(fun() -> throng_storage:node_up(Node) end),
-                     changed(Old, [Node | Old]),
-                     sweep_again(Sweep)
-             end,
+    case lists:member(Node, Old) of
+        true -> ok;
+        false ->
+            logger:notice(#{what => cluster_member_up, node => Node}),
+            _ = spawn(fun() -> throng_storage:node_up(Node) end),
+            changed(Old, [Node | Old])
+    end,
     %% Back: it recovered its own messages in flight when it started, or
     %% (the link came back) its sessions still hold them.
-    St#st{known = lists:usort([Node | Known]), gone = Gone -- [Node], sweep = Sweep1}.
-
-%% The sweep waited for a member: the members that are coming are
-%% connected ?RECOVER_DELAY_MS from now.
-sweep_again(deferred) ->
-    erlang:send_after(?RECOVER_DELAY_MS, self(), sweep),
-    pending;
-sweep_again(Sweep) ->
-    Sweep.
+    St#st{known = lists:usort([Node | Known]), gone = Gone -- [Node]}.
 
 member_gone(Node, Why, #st{gone = Gone} = St) ->
     Old = members(),
@@ -374,13 +361,33 @@ chunks(Items, Size) ->
     {Chunk, Rest} = lists:split(Size, Items),
     [Chunk | chunks(Rest, Size)].
 
-%% Always an answer: the process that asks waits for it.
-inflight_nodes() ->
-    try throng_storage:inflight_nodes()
+%% The nodes with messages in flight that are not connected here, and
+%% those of them that run all the same (registered with their host's
+%% epmd, asked without connecting: a connection would make it a member);
+%% or failed. Always an answer: the process that asks waits for it.
+unconnected_inflight_nodes() ->
+    try throng_storage:inflight_nodes() of
+        Nodes ->
+            Unconnected = [N || N <- Nodes, N =/= node(), not lists:member(N, nodes())],
+            {Unconnected, [N || N <- Unconnected, registered(N)]}
     catch Class:Why ->
             logger:error(#{what => inflight_nodes_failed, class => Class, reason => Why,
                            retry_ms => ?RECOVER_DELAY_MS}),
             failed
+    end.
+
+%% Whether a node of that name runs on its host (its epmd knows it). A
+%% host that does not answer: no (as a node not connected is taken for
+%% gone after a netsplit).
+registered(Node) ->
+    case string:split(atom_to_list(Node), "@") of
+        [Name, Host] ->
+            try erl_epmd:port_please(Name, Host, ?EPMD_TIMEOUT_MS) of
+                {port, _, _} -> true;
+                _ -> false
+            catch _:_ -> false
+            end;
+        _ -> false
     end.
 
 recover_inflight(Node) ->
