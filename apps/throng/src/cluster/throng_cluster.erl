@@ -178,7 +178,8 @@ handle_info({inflight_nodes, {Unconnected, Running}}, #st{gone = Gone} = St) ->
     Running =/= [] andalso
         logger:warning(#{what => cluster_storage_shared_with_a_node_not_connected,
                          nodes => Running}),
-    %% Gone: the others (not connected, even while saying hello).
+    %% Gone: the others, unless they connected meanwhile (even a node
+    %% still saying hello is connected).
     Dead = [N || N <- Unconnected -- Running, not lists:member(N, nodes())],
     _ = case Dead -- Gone of
             [] -> ok;
