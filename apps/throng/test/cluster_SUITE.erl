@@ -39,7 +39,8 @@ all() ->
      inflight_recovered_when_the_first_member_dies_too,
      message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session,
      inflight_recovered_after_a_restart_of_the_membership_process,
-     sweep_leaves_the_inflight_of_a_running_node, detached_mark_after_the_members_change_back].
+     sweep_leaves_the_inflight_of_a_running_node, detached_mark_after_the_members_change_back,
+     keep_at_a_silent_node_holds_up_no_one_else].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -76,7 +77,8 @@ init_per_testcase(TC, Config) ->
         put(node_config, #{storage => #{archive_sync_delay => 0}}),
     lists:member(TC, [message_routed_at_its_home, routed_at_home_in_order,
                       handed_off_stanza_survives_its_home, iq_to_an_account_answered_where_sent,
-                      archive_copies_take_no_transaction])
+                      archive_copies_take_no_transaction,
+                      keep_at_a_silent_node_holds_up_no_one_else])
         andalso put(node_config, #{cluster => #{route_at_home => true}}),
     lists:member(TC, [sent_to_the_home_node, resumed_at_home_through_another_node])
         andalso put(node_address, true),
@@ -898,6 +900,45 @@ detached_mark_after_the_members_change_back(Config) ->
     wait_until(fun() -> not erpc:call(N3, throng_dir, is_detached, [Pid]) end),
     ?assertNot(erpc:call(N1, throng_sm, is_detached, [Pid, US])),
     ?C:close(B2).
+
+%% Routing at the home: a message for a detached session whose node does
+%% not answer (its OS process stopped) does not hold up the home's
+%% hand-off worker. Another user's message behind it on the same worker is
+%% delivered while the call to that node waits; the held user's next
+%% message waits behind the first; once the node answers, the session has
+%% both, in order, and nothing went to offline storage. (Before, the
+%% worker itself waited in the call, up to 10 s, and everyone behind it
+%% with it.)
+keep_at_a_silent_node_holds_up_no_one_else(Config) ->
+    [Home, Sender, Away] = ?config(nodes, Config),
+    US = fun(U) -> {U, <<"localhost">>} end,
+    Worker = fun(U) -> erpc:call(Home, throng_handoff, worker_for, [US(U)]) end,
+    [D | Others] = [U || U <- candidate_users(),
+                         erpc:call(Home, throng_members, home, [US(U)]) =:= Home],
+    E = hd([U || U <- Others, Worker(U) =:= Worker(D)]),
+    [ok = erpc:call(Home, throng_ct, register, [U, <<"password">>]) || U <- [D, E]],
+    {Id, Pid} = detached(D, Away),
+    wait_until(fun() -> erpc:call(Home, throng_sm, is_detached, [Pid, US(D)]) end),
+    EC = online(E, <<"e">>, Sender),
+    A = online(<<"alice">>, <<"a">>, Sender),
+    To = fun(U, R) -> <<U/binary, "@localhost/", R/binary>> end,
+    OsPid = erpc:call(Away, os, getpid, []),
+    "" = os:cmd("kill -STOP " ++ OsPid),
+    try
+        ?C:send(A, ?C:message(To(D, <<"r">>), <<"chat">>, <<"1">>)),
+        ?C:send(A, ?C:message(To(E, <<"e">>), <<"chat">>, <<"2">>)),
+        ?C:send(A, ?C:message(To(D, <<"r">>), <<"chat">>, <<"3">>)),
+        ?assertEqual([<<"2">>], collect_bodies(EC, 1)),
+        %% The first is still being kept: not given up to offline storage.
+        ?assertEqual(0, erpc:call(Home, throng_storage, offline_count, tuple_to_list(US(D))))
+    after
+        os:cmd("kill -CONT " ++ OsPid)
+    end,
+    {B, Resumed} = resumes(D, port_of(Away), Id, 0),
+    ?assertEqual(<<"resumed">>, Resumed#xmlel.name),
+    ?assertEqual([<<"1">>, <<"3">>], collect_bodies(B, 2)),
+    ?assertEqual(0, erpc:call(Home, throng_storage, offline_count, tuple_to_list(US(D)))),
+    [?C:close(C) || C <- [A, B, EC]].
 
 %% New accounts, one for each of Homes, whose home that node is.
 users_at_homes(Homes, Node) ->

@@ -114,6 +114,10 @@ account_features(_Host) ->
 %% its timer.
 -spec start(binary(), map()) -> ok.
 start(Host, #{sweep_interval := Seconds}) ->
+    %% The key now, not at the first archived message: making it takes a
+    %% cluster-wide lock, which waits for every node, so that it is not on
+    %% the routing path. With the storage down it is read when first used.
+    _ = try key() catch error:{storage_failed, _} -> none end,
     cancel_sweep(Host),
     {ok, TRef} = timer:apply_interval(Seconds * 1000, ?MODULE, sweep, [Host]),
     persistent_term:put({?MODULE, sweep, Host}, TRef).

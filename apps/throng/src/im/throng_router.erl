@@ -26,7 +26,7 @@
 
 -export([route/3, route_at_home/3, is_local/1, bounce/4, error_answer/5, deliver/4]).
 -export([register_service/2, unregister_service/1, is_served/1]).
--export([keep_and_deliver/4]).
+-export([keep_and_deliver/4, defer_keeps/1]).
 %% Called remotely (erpc) by deliver/4 on another node.
 -ignore_xref([{keep_and_deliver, 4}]).
 
@@ -34,6 +34,8 @@
 %% How long a sender waits for another node to keep a message for its
 %% detached session.
 -define(KEEP_TIMEOUT, 10000).
+%% In a process running defer_keeps/1: the keeps it started.
+-define(DEFERRED, {?MODULE, deferred_keeps}).
 
 -spec route(#jid{}, #jid{}, #xmlel{}) -> ok.
 route(From, #jid{server = S} = To, El) ->
@@ -104,13 +106,41 @@ deliver(Pid, From, #jid{user = U, server = S} = To, El) ->
 keep_and_deliver(Pid, From, To, El) ->
     deliver_kept(Pid, From, To, El).
 
+%% Waited for here, or, under defer_keeps/1, in a process of its own.
+deliver_kept_at(Pid, From, #jid{user = U, server = S} = To, El) ->
+    case get(?DEFERRED) of
+        undefined -> keep_at(Pid, From, To, El);
+        Started ->
+            {_, MRef} = spawn_monitor(fun() -> keep_at(Pid, From, To, El) end),
+            put(?DEFERRED, [{MRef, {U, S}} | Started]),
+            ok
+    end.
+
+%% @doc Runs Fun in the calling process, where a message for a detached
+%% session of another node is not waited for: the call that has that node
+%% keep and hand it over (or, failing that, stores it offline) runs in a
+%% process of its own. Returns how Fun ended and those keeps, each the
+%% monitor of its process (a 'DOWN' when it is over, whatever happened)
+%% and the bare JID it is for. For a home's hand-off workers
+%% (throng_handoff_worker), whose other users' stanzas would otherwise
+%% wait behind a node that does not answer; the caller holds the bare
+%% JID's later stanzas until its keeps are over, so they keep their order.
+-spec defer_keeps(fun(() -> T)) ->
+          {{ok, T} | {error | exit | throw, term(), list()}, [{reference(), {binary(), binary()}}]}.
+defer_keeps(Fun) ->
+    put(?DEFERRED, []),
+    Ended = try {ok, Fun()}
+            catch Class:Why:Stack -> {Class, Why, Stack}
+            end,
+    {Ended, erase(?DEFERRED)}.
+
 %% The session's node does not answer (it went down, or is cut off): the
 %% message goes to offline storage, as it would a moment later once the
 %% session is known gone. If that node did keep it, it comes twice (from
 %% the session, or from its node's recovered rows, and from offline
 %% storage): never lost. A node of an earlier version (no
 %% keep_and_deliver/4) gets the message as before.
-deliver_kept_at(Pid, From, To, El) ->
+keep_at(Pid, From, To, El) ->
     try erpc:call(node(Pid), ?MODULE, keep_and_deliver, [Pid, From, To, El], ?KEEP_TIMEOUT)
     catch
         error:{exception, undef, [{?MODULE, keep_and_deliver, _, _} | _]} ->
