@@ -17,7 +17,8 @@ all() ->
 groups() ->
     throng_ct:backend_groups([put_get_delete, buckets_are_separate, keys_of_a_bucket,
                               keys_are_any_term, values_survive_restart,
-                              put_soon_is_read_back_and_kept]).
+                              put_soon_is_read_back_and_kept, update_reads_changes_and_replies,
+                              updates_of_one_key_one_at_a_time, nested_update_is_one_step]).
 
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
@@ -98,3 +99,53 @@ put_soon_is_read_back_and_kept(_Config) ->
     ?assertEqual({ok, {4, <<"four">>}}, ?KV:kv_get(mod_a, k)),
     throng_ct:restart(),
     ?assertEqual({ok, {4, <<"four">>}}, ?KV:kv_get(mod_a, k)).
+
+%% kv_update/3: the function sees what is stored, its reply is returned,
+%% and its change (put, delete, keep) is what is stored after.
+update_reads_changes_and_replies(_) ->
+    ?assertEqual(was_absent, ?KV:kv_update(mod_a, k, fun(not_found) -> {was_absent, {put, 1}} end)),
+    ?assertEqual({ok, 1}, ?KV:kv_get(mod_a, k)),
+    ?assertEqual(1, ?KV:kv_update(mod_a, k, fun({ok, N}) -> {N, {put, N + 1}} end)),
+    ?assertEqual({ok, 2}, ?KV:kv_get(mod_a, k)),
+    ?assertEqual(same, ?KV:kv_update(mod_a, k, fun({ok, 2}) -> {same, keep} end)),
+    ?assertEqual({ok, 2}, ?KV:kv_get(mod_a, k)),
+    ?assertEqual(gone, ?KV:kv_update(mod_a, k, fun({ok, 2}) -> {gone, delete} end)),
+    ?assertEqual(not_found, ?KV:kv_get(mod_a, k)),
+    ?assertEqual(none, ?KV:kv_update(mod_a, k, fun(not_found) -> {none, delete} end)),
+    %% An exception in the function changes nothing.
+    ok = ?KV:kv_put(mod_a, k, 7),
+    ?assertError({storage_failed, {aborted, _}},
+                 ?KV:kv_update(mod_a, k, fun({ok, 7}) -> error(bad) end)),
+    ?assertEqual({ok, 7}, ?KV:kv_get(mod_a, k)).
+
+%% Updates of one key from many processes at once run one after the other:
+%% no increment is lost (with kv_get then kv_put, most would be).
+updates_of_one_key_one_at_a_time(_) ->
+    N = 40,
+    Self = self(),
+    Inc = fun(not_found) -> {ok, {put, 1}};
+             ({ok, V}) -> {ok, {put, V + 1}}
+          end,
+    Pids = [spawn_link(fun() ->
+                               [ok = ?KV:kv_update(mod_a, counter, Inc) || _ <- [1, 2, 3]],
+                               Self ! {done, self()}
+                       end) || _ <- lists:seq(1, N)],
+    [receive {done, P} -> ok after 60000 -> error(timeout) end || P <- Pids],
+    ?assertEqual({ok, 3 * N}, ?KV:kv_get(mod_a, counter)).
+
+%% An update inside another's function is part of the same step: when the
+%% outer one fails after it, neither is stored.
+nested_update_is_one_step(_) ->
+    ok = ?KV:kv_update(mod_a, outer,
+                       fun(not_found) ->
+                               ok = ?KV:kv_update(mod_b, inner, fun(not_found) -> {ok, {put, i}} end),
+                               {ok, {put, o}}
+                       end),
+    ?assertEqual({{ok, o}, {ok, i}}, {?KV:kv_get(mod_a, outer), ?KV:kv_get(mod_b, inner)}),
+    ?assertError({storage_failed, _},
+                 ?KV:kv_update(mod_a, outer,
+                               fun({ok, o}) ->
+                                       ok = ?KV:kv_update(mod_b, inner, fun({ok, i}) -> {ok, delete} end),
+                                       error(after_the_inner_one)
+                               end)),
+    ?assertEqual({{ok, o}, {ok, i}}, {?KV:kv_get(mod_a, outer), ?KV:kv_get(mod_b, inner)}).

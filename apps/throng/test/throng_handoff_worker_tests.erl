@@ -68,7 +68,7 @@ with_worker(Test) ->
 %% In the worker: a keep for U@S, started as throng_router would.
 keep(Test, U, S, El) ->
     {Pid, MRef} = spawn_monitor(fun() -> receive go -> ok; fail -> exit(boom) end end),
-    Test ! {keep, El, Pid},
+    Test ! {keep, El, Pid, MRef},
     put(keeps, [{MRef, {U, S}} | get(keeps)]).
 
 job(Pid, Seq, Job) ->
@@ -80,24 +80,26 @@ route(User, El) ->
 jid(U) ->
     #jid{user = U, server = <<"h">>, resource = <<"r">>}.
 
-%% What the stand-ins did so far, keeps apart: once the worker has handled
-%% what came before a call to it, and its keeps not over are N.
-seen(W, N) ->
-    throng_ct_wait(fun() -> map_size(element(3, sys:get_state(W))) =:= N end, 200),
+%% What the stand-ins did so far (keeps apart), once the worker has
+%% handled what came before a call to it.
+seen(W) ->
     {error, unknown_call} = gen_server:call(W, sync),
     seen_([]).
 
 seen_(Acc) ->
     receive
-        {keep, El, Pid} -> put({keep, El}, Pid), seen_(Acc);
+        {keep, El, Pid, MRef} -> put({keep, El}, {Pid, MRef}), seen_(Acc);
         {routed, _, _} = M -> seen_([M | Acc]);
         {done, _} = M -> seen_([M | Acc])
     after 0 -> lists:reverse(Acc)
     end.
 
-%% Ends the keep of message El, as it ends: go (kept) or fail (crashed).
-ends(El, How) ->
-    get({keep, El}) ! How.
+%% Ends the keep of message El, as it ends (go: kept; fail: crashed), and
+%% waits for the worker to have handled its end.
+ends(W, El, How) ->
+    {Pid, MRef} = get({keep, El}),
+    Pid ! How,
+    throng_ct_wait(fun() -> not is_map_key(MRef, element(3, sys:get_state(W))) end, 500).
 
 throng_ct_wait(F, Tries) ->
     case F() of
@@ -113,39 +115,39 @@ others_go_on_and_the_held_come_after(W) ->
     job(W, 4, route(<<"d">>, <<"keep4">>)),
     job(W, 5, route(<<"d">>, <<"5">>)),
     ?assertEqual([{routed, <<"d">>, <<"keep1">>}, {routed, <<"e">>, <<"2">>}, {done, 2}],
-                 seen(W, 1)),
-    ends(<<"keep1">>, go),
+                 seen(W)),
+    ends(W, <<"keep1">>, go),
     %% 3 is done at once; keep4 starts a keep, so 5 waits again.
     ?assertEqual([{done, 1}, {routed, <<"d">>, <<"3">>}, {done, 3},
                   {routed, <<"d">>, <<"keep4">>}],
-                 seen(W, 1)),
-    ends(<<"keep4">>, go),
-    ?assertEqual([{done, 4}, {routed, <<"d">>, <<"5">>}, {done, 5}], seen(W, 0)),
+                 seen(W)),
+    ends(W, <<"keep4">>, go),
+    ?assertEqual([{done, 4}, {routed, <<"d">>, <<"5">>}, {done, 5}], seen(W)),
     %% Nothing held any longer: a message to d is routed at once.
     job(W, 6, route(<<"d">>, <<"6">>)),
-    ?assertEqual([{routed, <<"d">>, <<"6">>}, {done, 6}], seen(W, 0)),
+    ?assertEqual([{routed, <<"d">>, <<"6">>}, {done, 6}], seen(W)),
     ?assertEqual(#{}, element(2, sys:get_state(W))).
 
 a_broadcast_waits_only_for_the_held(W) ->
     job(W, 1, route(<<"d">>, <<"keep1">>)),
     job(W, 2, {available, jid(<<"alice">>), <<"p">>, [{<<"d">>, <<"h">>}, {<<"e">>, <<"h">>}]}),
-    ?assertEqual([{routed, <<"d">>, <<"keep1">>}, {routed, <<"e">>, <<"p">>}], seen(W, 1)),
-    ends(<<"keep1">>, go),
-    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"p">>}, {done, 2}], seen(W, 0)).
+    ?assertEqual([{routed, <<"d">>, <<"keep1">>}, {routed, <<"e">>, <<"p">>}], seen(W)),
+    ends(W, <<"keep1">>, go),
+    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"p">>}, {done, 2}], seen(W)).
 
 a_failed_keep_still_releases(W) ->
     job(W, 1, route(<<"d">>, <<"keep1">>)),
     job(W, 2, route(<<"d">>, <<"2">>)),
-    ?assertEqual([{routed, <<"d">>, <<"keep1">>}], seen(W, 1)),
-    ends(<<"keep1">>, fail),
-    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"2">>}, {done, 2}], seen(W, 0)).
+    ?assertEqual([{routed, <<"d">>, <<"keep1">>}], seen(W)),
+    ends(W, <<"keep1">>, fail),
+    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"2">>}, {done, 2}], seen(W)).
 
 %% One message to two detached sessions: the job is done when both are.
 two_keeps_of_one_job(W) ->
     job(W, 1, route(<<"d">>, <<"keep2">>)),
     job(W, 2, route(<<"d">>, <<"2">>)),
-    ?assertEqual([{routed, <<"d">>, <<"keep2">>}], seen(W, 2)),
-    ends(<<"keep2">>, go),
-    ?assertEqual([], seen(W, 1)),
-    ends(<<"keep2b">>, go),
-    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"2">>}, {done, 2}], seen(W, 0)).
+    ?assertEqual([{routed, <<"d">>, <<"keep2">>}], seen(W)),
+    ends(W, <<"keep2">>, go),
+    ?assertEqual([], seen(W)),
+    ends(W, <<"keep2b">>, go),
+    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"2">>}, {done, 2}], seen(W)).

@@ -25,9 +25,10 @@
 %% one put, together or not at all, and removing an account is one delete
 %% (hook `user_removed'). The price: a set writes the user's whole store
 %% again (at most `max_bytes'). A set is a read-modify-write of the
-%% user's store, run under a lock of that user's (`global:trans/2', over
-%% the cluster: two resources may be on two nodes), so that two sets sent
-%% at the same moment by two resources both stay; gets take no lock.
+%% user's store in one step of the storage ({@link
+%% throng_storage:kv_update/3}: a lock on the entry in the database, not
+%% in the cluster; two resources may be on two nodes), so that two sets
+%% sent at the same moment by two resources both stay; gets take no lock.
 %% Storing an empty element removes the entry, which answers a get the same
 %% way.
 -module(throng_mod_private).
@@ -112,26 +113,32 @@ set(IQ, U, S, Els) ->
         false ->
             throng_stanza:error_reply(IQ, 'not-acceptable');
         true ->
-            global:trans({{?MODULE, U, S}, self()}, fun() -> change(IQ, U, S, Els) end)
+            Max = throng_ext:opt(S, ?MODULE, max_bytes),
+            case throng_storage:kv_update(?BUCKET, {U, S}, fun(Found) -> change(Found, Els, Max) end) of
+                ok ->
+                    throng_stanza:iq_result(IQ);
+                {full, Bytes} ->
+                    logger:info(#{what => private_storage_full, user => U, server => S,
+                                  bytes => Bytes, max_bytes => Max}),
+                    throng_stanza:error_reply(
+                      IQ, 'not-acceptable',
+                      iolist_to_binary(io_lib:format("private XML storage is limited to ~b "
+                                                     "bytes per user", [Max])))
+            end
     end.
 
-change(IQ, U, S, Els) ->
-    Old = stored(U, S),
+%% The user's store with the set's children in it (kv_update/3's function).
+change(Found, Els, Max) ->
+    Old = case Found of
+              {ok, Store} -> Store;
+              not_found -> #{}
+          end,
     New = lists:foldl(fun put/2, Old, Els),
-    Max = throng_ext:opt(S, ?MODULE, max_bytes),
     case bytes(New) of
-        Bytes when Bytes > Max ->
-            logger:info(#{what => private_storage_full, user => U, server => S,
-                          bytes => Bytes, max_bytes => Max}),
-            throng_stanza:error_reply(
-              IQ, 'not-acceptable',
-              iolist_to_binary(io_lib:format("private XML storage is limited to ~b "
-                                             "bytes per user", [Max])));
-        _ when New =:= Old ->
-            throng_stanza:iq_result(IQ);
-        _ ->
-            ok = write(U, S, New),
-            throng_stanza:iq_result(IQ)
+        Bytes when Bytes > Max -> {{full, Bytes}, keep};
+        _ when New =:= Old -> {ok, keep};
+        _ when map_size(New) =:= 0 -> {ok, delete};
+        _ -> {ok, {put, New}}
     end.
 
 query(Children) ->
@@ -173,11 +180,6 @@ stored(U, S) ->
         {ok, Store} -> Store;
         not_found -> #{}
     end.
-
-write(U, S, Store) when map_size(Store) =:= 0 ->
-    throng_storage:kv_delete(?BUCKET, {U, S});
-write(U, S, Store) ->
-    throng_storage:kv_put(?BUCKET, {U, S}, Store).
 
 %%% Hooks
 

@@ -15,8 +15,9 @@
 %% that account is removed (so that a later account of the same name
 %% inherits nothing).</li>
 %% </ul>
-%% A change runs under a cluster-wide lock of the node (`global:trans/2'),
-%% so that two subscribers at once both stay subscribed. Nothing is read
+%% A change is one step of the storage ({@link throng_storage:kv_update/3}:
+%% the node's entry locked in the database, not in the cluster), so that
+%% two subscribers at once both stay subscribed. Nothing is read
 %% at login, and a publish reads one key more only for the node it
 %% publishes to.
 -module(throng_pep_subs).
@@ -46,12 +47,11 @@ add(U, S, Node, Sub) ->
 %% @doc Ends Sub's subscription: not_subscribed when it had none.
 -spec remove(binary(), binary(), binary(), sub()) -> ok | not_subscribed.
 remove(U, S, Node, Sub) ->
-    locked(U, S, Node,
-           fun() ->
-                   Subs = list(U, S, Node),
+    update(U, S, Node,
+           fun(Subs) ->
                    case lists:member(Sub, Subs) of
-                       false -> not_subscribed;
-                       true -> store(U, S, Node, Subs, Subs -- [Sub])
+                       false -> {not_subscribed, Subs};
+                       true -> {ok, Subs -- [Sub]}
                    end
            end).
 
@@ -59,19 +59,17 @@ remove(U, S, Node, Sub) ->
 %% `subscribed' adds a subscriber, `none' removes it.
 -spec set(binary(), binary(), binary(), [{sub(), subscribed | none}]) -> ok.
 set(U, S, Node, Changes) ->
-    locked(U, S, Node,
-           fun() ->
-                   Subs = list(U, S, Node),
-                   New = lists:foldl(fun({Sub, subscribed}, Acc) -> lists:usort([Sub | Acc]);
-                                        ({Sub, none}, Acc) -> Acc -- [Sub]
-                                     end, Subs, Changes),
-                   store(U, S, Node, Subs, New)
+    update(U, S, Node,
+           fun(Subs) ->
+                   {ok, lists:foldl(fun({Sub, subscribed}, Acc) -> lists:usort([Sub | Acc]);
+                                       ({Sub, none}, Acc) -> Acc -- [Sub]
+                                    end, Subs, Changes)}
            end).
 
 %% @doc The node is gone, and its subscriptions with it.
 -spec drop_node(binary(), binary(), binary()) -> ok.
 drop_node(U, S, Node) ->
-    locked(U, S, Node, fun() -> store(U, S, Node, list(U, S, Node), []) end).
+    update(U, S, Node, fun(_) -> {ok, []} end).
 
 %% @doc The local account U@S is gone: its subscriptions to other accounts'
 %% nodes end (its own nodes' subscriptions go with drop_node/3).
@@ -81,22 +79,38 @@ account_removed(U, S) ->
                 {ok, Ns} -> Ns;
                 not_found -> []
             end,
-    _ = [locked(OU, OS, Node,
-                fun() ->
-                        Subs = list(OU, OS, Node),
-                        store(OU, OS, Node, Subs, [X || {XU, XS, _} = X <- Subs, {XU, XS} =/= {U, S}])
-                end) || {OU, OS, Node} <- Nodes],
+    _ = [update(OU, OS, Node,
+                fun(Subs) -> {ok, [X || {XU, XS, _} = X <- Subs, {XU, XS} =/= {U, S}]} end)
+         || {OU, OS, Node} <- Nodes],
     ok = throng_storage:kv_delete(?SUBSCRIBED, {U, S}).
 
-%% Writes the node's new list, and the reverse entries of the local
-%% accounts that joined or left it.
-store(_U, _S, _Node, Same, Same) ->
-    ok;
-store(U, S, Node, Old, New) ->
-    ok = case New of
-             [] -> throng_storage:kv_delete(?SUBS, {U, S, Node});
-             _ -> throng_storage:kv_put(?SUBS, {U, S, Node}, New)
-         end,
+%% Changes the node's list (F: the list to its reply and the new list) and
+%% the reverse entries of the local accounts that joined or left it, in
+%% one step of the storage (throng_storage:kv_update/3: the entries are
+%% locked in the database, the node's first, then the accounts', always in
+%% that order): two subscribers at once both stay, two nodes joined at
+%% once both stay listed.
+update(U, S, Node, F) ->
+    throng_storage:kv_update(
+      ?SUBS, {U, S, Node},
+      fun(Found) ->
+              Old = case Found of
+                        {ok, L} -> L;
+                        not_found -> []
+                    end,
+              case F(Old) of
+                  {Reply, Old} ->
+                      {Reply, keep};
+                  {Reply, New} ->
+                      ok = reverse_entries(U, S, Node, Old, New),
+                      {Reply, case New of
+                                  [] -> delete;
+                                  _ -> {put, New}
+                              end}
+              end
+      end).
+
+reverse_entries(U, S, Node, Old, New) ->
     Accounts = fun(L) -> lists:usort([{XU, XS} || {XU, XS, _} <- L, throng_router:is_local(XS)]) end,
     Before = Accounts(Old),
     After = Accounts(New),
@@ -104,21 +118,17 @@ store(U, S, Node, Old, New) ->
     _ = [reverse(A, fun(Ns) -> Ns -- [{U, S, Node}] end) || A <- Before -- After],
     ok.
 
-reverse({SU, SS}, Change) ->
-    global:trans({{?MODULE, account, SU, SS}, self()},
-                 fun() ->
-                         Ns = case throng_storage:kv_get(?SUBSCRIBED, {SU, SS}) of
-                                  {ok, L} -> L;
-                                  not_found -> []
-                              end,
-                         ok = case Change(Ns) of
-                                  [] -> throng_storage:kv_delete(?SUBSCRIBED, {SU, SS});
-                                  New -> throng_storage:kv_put(?SUBSCRIBED, {SU, SS}, New)
-                              end
-                 end).
-
-%% Runs F under the node's lock, cluster-wide. An account's reverse entry
-%% is changed under the lock of the account, always taken inside a node's
-%% (one order, so no deadlock): two nodes joined at once both stay listed.
-locked(U, S, Node, F) ->
-    global:trans({{?MODULE, U, S, Node}, self()}, F).
+reverse(Account, Change) ->
+    throng_storage:kv_update(
+      ?SUBSCRIBED, Account,
+      fun(Found) ->
+              Ns = case Found of
+                       {ok, L} -> L;
+                       not_found -> []
+                   end,
+              {ok, case Change(Ns) of
+                       [] -> delete;
+                       Ns -> keep;
+                       New -> {put, New}
+                   end}
+      end).

@@ -159,6 +159,8 @@ kv() ->
       "INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)"
       " ON CONFLICT (bucket, key) DO UPDATE SET value = EXCLUDED.value"},
      {kv_delete, "DELETE FROM kv WHERE bucket = $1 AND key = $2"},
+     %% Updates of one entry, one at a time (there may be no row to lock).
+     {kv_lock, "SELECT pg_advisory_xact_lock($1::integer, $2::integer)"},
      {kv_keys, "SELECT key FROM kv WHERE bucket = $1"}].
 
 -define(MAM_COLUMNS, "id, with_bare, with_resource, packet").

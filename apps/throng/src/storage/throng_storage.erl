@@ -67,7 +67,7 @@
 %% API used by tests and operators: messages in flight, and moving those of
 %% dead sessions back to offline storage without a restart.
 -ignore_xref([{inflight_count, 0}, {inflight_recover, 1}]).
--export([kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1]).
+-export([kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1, kv_update/3]).
 %% API used by tests and operators (administration: every key of a bucket).
 -ignore_xref([{kv_keys, 1}]).
 -export([mam_store/3, mam_store_many/1, mam_query/5, mam_count/3, mam_count/4, mam_delete_user/2, mam_expire/3]).
@@ -81,6 +81,8 @@
 -type roster_fun() :: fun((#roster_item{} | undefined) -> {set, #roster_item{}} | delete | keep).
 -type bulk_user() :: {luser(), creds(), [#roster_item{}]}.
 -type bucket() :: atom().
+%% What kv_update/3 does with a key's value: its reply, and the change.
+-type kv_fun(Reply) :: fun(({ok, term()} | not_found) -> {Reply, {put, term()} | delete | keep}).
 %% The Reason of `error({storage_failed, Reason})'.
 -type failure() :: {aborted, term()} | {sync, term()}.
 %% A message in flight: the user, the node that holds the session, a number
@@ -93,7 +95,7 @@
 %% Which end of a range of the archive a query reads from.
 -type mam_direction() :: forward | backward.
 -export_type([luser/0, lserver/0, contact/0, creds/0, roster_fun/0, bulk_user/0,
-              bucket/0, failure/0, inflight_key/0, offline_limits/0, mam_direction/0]).
+              bucket/0, kv_fun/1, failure/0, inflight_key/0, offline_limits/0, mam_direction/0]).
 
 %% Starts the database. Every failure is returned (never raised) as
 %% `{error, Text}', Text readable by an operator: the boot prints it.
@@ -130,6 +132,9 @@
 -callback kv_put_soon(bucket(), Key :: term(), Value :: term()) -> ok.
 %% Removes Key (ok also when it was absent).
 -callback kv_delete(bucket(), Key :: term()) -> ok.
+%% Reads, changes and writes the value of Key as one step: two updates of
+%% one key run one after the other (kv_update/3).
+-callback kv_update(bucket(), Key :: term(), kv_fun(Reply)) -> Reply.
 %% Every key of the bucket, in no order; may scan everything (not for a hot path).
 -callback kv_keys(bucket()) -> [term()].
 %% Messages held for every user together (statistics: read once a second, so
@@ -287,6 +292,19 @@ kv_put_soon(B, K, V) -> (backend()):kv_put_soon(B, K, V).
 %% @doc Removes Key from Bucket (ok also when absent); durable when it returns.
 -spec kv_delete(bucket(), term()) -> ok.
 kv_delete(B, K) -> (backend()):kv_delete(B, K).
+
+%% @doc Changes the value of Key in Bucket as one step: Fun gets what is
+%% stored (`{ok, Value}' or `not_found') and returns its reply and what to
+%% do: `{put, New}', `delete' or `keep'. Durable when it returns Fun's
+%% reply. Two updates of one key run one after the other, serialized by
+%% the storage (a lock on the key in the database: no process of the
+%% cluster is asked, so a node that hangs holds up no one). Fun may run
+%% more than once (a transaction tried again): it must do nothing but
+%% read (kv_get/2, another kv_update/3, in that case part of the same
+%% step) and compute. An exception in Fun leaves the value as it was
+%% (`storage_failed', aborted).
+-spec kv_update(bucket(), term(), kv_fun(Reply)) -> Reply.
+kv_update(B, K, Fun) -> (backend()):kv_update(B, K, Fun).
 
 %% @doc Every key in Bucket, in no order. Scans the store: for
 %% administration and tests, not for a hot path.

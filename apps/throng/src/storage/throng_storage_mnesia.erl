@@ -24,7 +24,7 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_nodes/0, inflight_count/0, batch/1, cluster_identity/0, node_up/1,
-         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
+         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1, kv_update/3,
          mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2,
          mam_expire/3]).
 %% Called remotely (erpc) by the members that do not keep the tables.
@@ -781,6 +781,29 @@ kv_put_soon(Bucket, Key, Value) when is_atom(Bucket) ->
 -spec kv_delete(atom(), term()) -> ok.
 kv_delete(Bucket, Key) when is_atom(Bucket) ->
     tx(fun() -> mnesia:delete({throng_kv, {Bucket, Key}}) end).
+
+%% A transaction with a write lock on the row (held by the nodes with the
+%% table); inside another transaction (Fun of an outer update), part of it.
+-spec kv_update(atom(), term(), throng_storage:kv_fun(R)) -> R.
+kv_update(Bucket, Key, Fun) when is_atom(Bucket) ->
+    K = {Bucket, Key},
+    Update = fun() ->
+                     Found = case mnesia:read(throng_kv, K, write) of
+                                 [#throng_kv{value = V}] -> {ok, V};
+                                 [] -> not_found
+                             end,
+                     {Reply, Change} = Fun(Found),
+                     case Change of
+                         keep -> ok;
+                         delete -> mnesia:delete({throng_kv, K});
+                         {put, New} -> mnesia:write(#throng_kv{key = K, value = New})
+                     end,
+                     Reply
+             end,
+    case mnesia:is_transaction() of
+        true -> Update();
+        false -> tx(Update)
+    end.
 
 %% A scan of the whole table: for administration and tests.
 -spec kv_keys(atom()) -> [term()].

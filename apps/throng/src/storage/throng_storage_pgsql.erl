@@ -47,7 +47,7 @@
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
          inflight_put/4, inflight_delete/1, inflight_claim/3, inflight_return/1,
          inflight_recover/1, inflight_nodes/0, inflight_count/0, batch/1, cluster_identity/0,
-         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1,
+         kv_get/2, kv_put/3, kv_put_soon/3, kv_delete/2, kv_keys/1, kv_update/3,
          mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2, mam_expire/3]).
 
 -import(throng_pgsql, [read/2, write/2, transaction/1]).
@@ -59,6 +59,8 @@
 %% The first key of the advisory locks on users (the second is the user's
 %% hash): keeps them apart from other users of advisory locks.
 -define(USER_LOCK, 16#7468).
+%% The first key of the advisory locks on key-value entries (kv_update/3).
+-define(KV_LOCK, 16#746b).
 
 %%% Start-up
 
@@ -474,6 +476,22 @@ kv_get(Bucket, Key) when is_atom(Bucket) ->
         [[Value]] -> {ok, binary_to_term(Value)};
         [] -> not_found
     end.
+
+%% One transaction under an advisory lock on the entry (there may be no
+%% row to lock); inside another transaction, part of it.
+-spec kv_update(atom(), term(), throng_storage:kv_fun(R)) -> R.
+kv_update(Bucket, Key, Fun) when is_atom(Bucket) ->
+    transaction(
+      fun() ->
+              _ = read(kv_lock, [?KV_LOCK, erlang:phash2({Bucket, Key}, 1 bsl 31)]),
+              {Reply, Change} = Fun(kv_get(Bucket, Key)),
+              ok = case Change of
+                       keep -> ok;
+                       delete -> kv_delete(Bucket, Key);
+                       {put, New} -> kv_put(Bucket, Key, New)
+                   end,
+              Reply
+      end).
 
 -spec kv_put(atom(), term(), term()) -> ok.
 kv_put(Bucket, Key, Value) when is_atom(Bucket) ->
