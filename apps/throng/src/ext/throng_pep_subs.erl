@@ -34,10 +34,7 @@
 %% @doc The subscribers of the node Node of U@S.
 -spec list(binary(), binary(), binary()) -> [sub()].
 list(U, S, Node) ->
-    case throng_storage:kv_get(?SUBS, {U, S, Node}) of
-        {ok, Subs} -> Subs;
-        not_found -> []
-    end.
+    listed(throng_storage:kv_get(?SUBS, {U, S, Node})).
 
 %% @doc Subscribes Sub to the node (again: no change).
 -spec add(binary(), binary(), binary(), sub()) -> ok.
@@ -75,10 +72,7 @@ drop_node(U, S, Node) ->
 %% nodes end (its own nodes' subscriptions go with drop_node/3).
 -spec account_removed(binary(), binary()) -> ok.
 account_removed(U, S) ->
-    Nodes = case throng_storage:kv_get(?SUBSCRIBED, {U, S}) of
-                {ok, Ns} -> Ns;
-                not_found -> []
-            end,
+    Nodes = listed(throng_storage:kv_get(?SUBSCRIBED, {U, S})),
     _ = [update(OU, OS, Node,
                 fun(Subs) -> {ok, [X || {XU, XS, _} = X <- Subs, {XU, XS} =/= {U, S}]} end)
          || {OU, OS, Node} <- Nodes],
@@ -94,20 +88,10 @@ update(U, S, Node, F) ->
     throng_storage:kv_update(
       ?SUBS, {U, S, Node},
       fun(Found) ->
-              Old = case Found of
-                        {ok, L} -> L;
-                        not_found -> []
-                    end,
-              case F(Old) of
-                  {Reply, Old} ->
-                      {Reply, keep};
-                  {Reply, New} ->
-                      ok = reverse_entries(U, S, Node, Old, New),
-                      {Reply, case New of
-                                  [] -> delete;
-                                  _ -> {put, New}
-                              end}
-              end
+              Old = listed(Found),
+              {Reply, New} = F(Old),
+              New =:= Old orelse reverse_entries(U, S, Node, Old, New),
+              {Reply, change(Old, New)}
       end).
 
 reverse_entries(U, S, Node, Old, New) ->
@@ -122,13 +106,14 @@ reverse(Account, Change) ->
     throng_storage:kv_update(
       ?SUBSCRIBED, Account,
       fun(Found) ->
-              Ns = case Found of
-                       {ok, L} -> L;
-                       not_found -> []
-                   end,
-              {ok, case Change(Ns) of
-                       [] -> delete;
-                       Ns -> keep;
-                       New -> {put, New}
-                   end}
+              Ns = listed(Found),
+              {ok, change(Ns, Change(Ns))}
       end).
+
+%% A list as stored: absent when empty.
+listed({ok, L}) -> L;
+listed(not_found) -> [].
+
+change(Same, Same) -> keep;
+change(_, []) -> delete;
+change(_, New) -> {put, New}.

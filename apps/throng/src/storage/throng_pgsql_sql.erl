@@ -108,9 +108,9 @@ roster() ->
       " AND contact_server = $3 AND contact_user = $4"}].
 
 offline() ->
-    %% Offline stores of one user, one at a time (a transaction-level lock
-    %% on the user: there may be no row to lock).
-    [{offline_lock,
+    %% Offline stores of one user, and updates of one key-value entry, one
+    %% at a time: a transaction-level lock (there may be no row to lock).
+    [{xact_lock,
       "SELECT pg_advisory_xact_lock($1::integer, $2::integer)"},
      %% Stored only while the user stays within $6 messages and $7 bytes.
      {offline_insert_within,
@@ -159,8 +159,6 @@ kv() ->
       "INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)"
       " ON CONFLICT (bucket, key) DO UPDATE SET value = EXCLUDED.value"},
      {kv_delete, "DELETE FROM kv WHERE bucket = $1 AND key = $2"},
-     %% Updates of one entry, one at a time (there may be no row to lock).
-     {kv_lock, "SELECT pg_advisory_xact_lock($1::integer, $2::integer)"},
      {kv_keys, "SELECT key FROM kv WHERE bucket = $1"}].
 
 -define(MAM_COLUMNS, "id, with_bare, with_resource, packet").

@@ -299,7 +299,7 @@ offline_store(U, S, #offline_msg{timestamp = T, from = F, packet = P}, unlimited
 offline_store(U, S, #offline_msg{timestamp = T, from = F, packet = P}, {MaxMessages, MaxBytes}) ->
     transaction(
       fun() ->
-              _ = read(offline_lock, [?USER_LOCK, erlang:phash2({U, S}, 1 bsl 31)]),
+              ok = xact_lock(?USER_LOCK, {U, S}),
               case write(offline_insert_within, [S, U, T, F, P, MaxMessages, MaxBytes]) of
                   {count, 1} -> ok;
                   {count, 0} -> {error, full}
@@ -465,6 +465,13 @@ inflight_count() ->
 batch(F) ->
     F().
 
+%% Holds, until the end of the transaction, the advisory lock of Term among
+%% the locks of kind Kind (two terms may share one: they then wait for each
+%% other, no more).
+xact_lock(Kind, Term) ->
+    _ = read(xact_lock, [Kind, erlang:phash2(Term, 1 bsl 31)]),
+    ok.
+
 %%% Key-value store of extension modules
 
 key(Key) ->
@@ -483,7 +490,7 @@ kv_get(Bucket, Key) when is_atom(Bucket) ->
 kv_update(Bucket, Key, Fun) when is_atom(Bucket) ->
     transaction(
       fun() ->
-              _ = read(kv_lock, [?KV_LOCK, erlang:phash2({Bucket, Key}, 1 bsl 31)]),
+              ok = xact_lock(?KV_LOCK, {Bucket, Key}),
               {Reply, Change} = Fun(kv_get(Bucket, Key)),
               ok = case Change of
                        keep -> ok;
