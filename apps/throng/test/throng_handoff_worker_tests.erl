@@ -13,12 +13,14 @@
 -define(W, throng_handoff_worker).
 
 -export([others_go_on_and_the_held_come_after/1, a_broadcast_waits_only_for_the_held/1,
-         a_failed_keep_still_releases/1, two_keeps_of_one_job/1]).
+         a_failed_keep_still_releases/1, two_keeps_of_one_job/1,
+         an_unknown_job_while_one_is_held/1]).
 
 worker_test_() ->
     [{atom_to_list(T), fun() -> with_worker(fun ?MODULE:T/1) end}
      || T <- [others_go_on_and_the_held_come_after, a_broadcast_waits_only_for_the_held,
-              a_failed_keep_still_releases, two_keeps_of_one_job]].
+              a_failed_keep_still_releases, two_keeps_of_one_job,
+              an_unknown_job_while_one_is_held]].
 
 %% Test(Worker), with the stand-ins reporting to this process.
 with_worker(Test) ->
@@ -32,8 +34,10 @@ with_worker(Test) ->
         ok = meck:expect(throng_router, defer_keeps,
                          fun(F) ->
                                  put(keeps, []),
-                                 R = F(),
-                                 {{ok, R}, erase(keeps)}
+                                 Ended = try {ok, F()}
+                                         catch C:W:St -> {C, W, St}
+                                         end,
+                                 {Ended, erase(keeps)}
                          end),
         %% A message "keep..." starts a keep; "keep2..." two (two sessions).
         ok = meck:expect(throng_router, route_at_home,
@@ -151,3 +155,15 @@ two_keeps_of_one_job(W) ->
     ?assertEqual([], seen(W)),
     ends(W, <<"keep2b">>, go),
     ?assertEqual([{done, 1}, {routed, <<"d">>, <<"2">>}, {done, 2}], seen(W)).
+
+%% A job of a shape this worker does not know (a node of another version)
+%% while a bare JID is held fails alone, is confirmed, and the worker goes
+%% on. (Before, sorting it into held and free crashed the worker, and the
+%% held jobs with it.)
+an_unknown_job_while_one_is_held(W) ->
+    job(W, 1, route(<<"d">>, <<"keep1">>)),
+    job(W, 2, {newer_kind, <<"x">>}),
+    job(W, 3, route(<<"d">>, <<"3">>)),
+    ?assertEqual([{routed, <<"d">>, <<"keep1">>}, {done, 2}], seen(W)),
+    ends(W, <<"keep1">>, go),
+    ?assertEqual([{done, 1}, {routed, <<"d">>, <<"3">>}, {done, 3}], seen(W)).

@@ -81,9 +81,9 @@ account_removed(U, S) ->
 %% Changes the node's list (F: the list to its reply and the new list) and
 %% the reverse entries of the local accounts that joined or left it, in
 %% one step of the storage (throng_storage:kv_update/3: the entries are
-%% locked in the database, the node's first, then the accounts', always in
-%% that order): two subscribers at once both stay, two nodes joined at
-%% once both stay listed.
+%% locked in the database, the node's first, then the accounts' in sorted
+%% order): two subscribers at once both stay, two nodes joined at once both
+%% stay listed.
 update(U, S, Node, F) ->
     throng_storage:kv_update(
       ?SUBS, {U, S, Node},
@@ -98,8 +98,14 @@ reverse_entries(U, S, Node, Old, New) ->
     Accounts = fun(L) -> lists:usort([{XU, XS} || {XU, XS, _} <- L, throng_router:is_local(XS)]) end,
     Before = Accounts(Old),
     After = Accounts(New),
-    _ = [reverse(A, fun(Ns) -> lists:usort([{U, S, Node} | Ns]) end) || A <- After -- Before],
-    _ = [reverse(A, fun(Ns) -> Ns -- [{U, S, Node}] end) || A <- Before -- After],
+    Joined = After -- Before,
+    %% One pass in sorted order: the accounts' entries are locked in one
+    %% order by every change (two changes at once would otherwise each hold
+    %% one and wait for the other's).
+    _ = [case lists:member(A, Joined) of
+             true -> reverse(A, fun(Ns) -> lists:usort([{U, S, Node} | Ns]) end);
+             false -> reverse(A, fun(Ns) -> Ns -- [{U, S, Node}] end)
+         end || A <- lists:usort(Joined ++ (Before -- After))],
     ok.
 
 reverse(Account, Change) ->

@@ -105,7 +105,11 @@ split({available, From, El, Contacts}, Held) ->
          [] -> none;
          _ -> {available, From, El, Free}
      end,
-     [{US, {available, From, El, [US]}} || US <- Later]}.
+     [{US, {available, From, El, [US]}} || US <- Later]};
+split(Job, _Held) ->
+    %% Not a job this worker knows (a node of another version): done now,
+    %% where run/2 fails and its failure is logged.
+    {Job, []}.
 
 %% Does a part of job Key; the keeps it started count as its parts.
 do(Key, Part, St) ->

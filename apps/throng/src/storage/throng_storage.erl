@@ -300,8 +300,9 @@ kv_delete(B, K) -> (backend()):kv_delete(B, K).
 %% the storage (a lock on the key in the database: no process of the
 %% cluster is asked, so a node that hangs holds up no one). Fun may run
 %% more than once (a transaction tried again): it must do nothing but
-%% read (kv_get/2, another kv_update/3, in that case part of the same
-%% step) and compute. An exception in Fun leaves the value as it was
+%% read and compute. Another kv_update/3 inside it is part of the same
+%% step; a kv_get/2 inside it sees what is committed (on Mnesia, not this
+%% step's own writes). An exception in Fun leaves the value as it was
 %% (`storage_failed', aborted).
 -spec kv_update(bucket(), term(), kv_fun(Reply)) -> Reply.
 kv_update(B, K, Fun) -> (backend()):kv_update(B, K, Fun).
