@@ -40,7 +40,8 @@ all() ->
      message_to_a_detached_session_survives_its_node, detached_mark_follows_the_session,
      inflight_recovered_after_a_restart_of_the_membership_process,
      sweep_leaves_the_inflight_of_a_running_node, detached_mark_after_the_members_change_back,
-     keep_at_a_silent_node_holds_up_no_one_else, private_and_pep_writes_while_a_node_hangs].
+     keep_at_a_silent_node_holds_up_no_one_else, private_and_pep_writes_while_a_node_hangs,
+     archive_key_made_while_a_node_hangs].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -988,6 +989,32 @@ private_and_pep_writes_while_a_node_hangs(Config) ->
     ?assertEqual([{U2, <<"localhost">>, <<>>}],
                  erpc:call(Db, throng_pep_subs, list, [U1, <<"localhost">>, <<"urn:xmpp:tune">>])),
     [?C:close(C) || C <- [A, B]].
+
+%% The archive's id key is made (new storage) and read while a node of the
+%% cluster hangs: two nodes starting at once make one key between them,
+%% serialized by the storage, and neither waits for the hung node. (Before,
+%% making it took a `global' lock of every connected node: it waited until
+%% the hung node was known down, up to net_ticktime, 60 s, which is longer
+%% than the 20 s the case waits.)
+archive_key_made_while_a_node_hangs(Config) ->
+    [Db, N2, Hangs] = ?config(nodes, Config),
+    Old = erpc:call(N2, throng_mod_mam, id_key, []),
+    Cache = {throng_mod_mam, id_key},
+    %% Each node read it when the module started, the first too (which made
+    %% it, before its group commit process ran).
+    [?assertEqual(Old, erpc:call(N, persistent_term, get, [Cache, none])) || N <- [Db, N2, Hangs]],
+    OsPid = erpc:call(Hangs, os, getpid, []),
+    "" = os:cmd("kill -STOP " ++ OsPid),
+    Keys = try
+               ok = erpc:call(Db, throng_storage, kv_delete, [throng_mod_mam, id_key]),
+               [true = erpc:call(N, persistent_term, erase, [Cache]) || N <- [Db, N2]],
+               erpc:multicall([Db, N2], throng_mod_mam, id_key, [], 20000)
+           after
+               os:cmd("kill -CONT " ++ OsPid)
+           end,
+    [{ok, New}, {ok, New}] = Keys,
+    ?assertNotEqual(Old, New),
+    ?assertEqual({ok, New}, erpc:call(Hangs, throng_storage, kv_get, [throng_mod_mam, id_key])).
 
 %% New accounts, one for each of Homes, whose home that node is.
 users_at_homes(Homes, Node) ->

@@ -28,7 +28,7 @@ groups() ->
             login_while_store_fails_is_temporary, offline_message_while_store_fails_is_an_error],
     [{mnesia, [], [every_write_fails_when_sync_fails, grouped_writers_all_get_the_error,
                    offline_claim_keeps_messages_when_sync_fails,
-                   sync_process_down_fails_the_write, archive_writes_are_synced_soon,
+                   sync_process_down_syncs_in_the_writer, archive_writes_are_synced_soon,
                    archive_writes_wait_for_a_sync_that_does_not_end,
                    archive_with_no_delay_syncs_before_each_store_returns,
                    archive_writes_survive_the_writer_killed, archive_log_is_replayed_at_start,
@@ -389,14 +389,21 @@ offline_claim_keeps_messages_when_sync_fails(_Config) ->
     ?assertEqual(0, throng_storage:offline_count(<<"alice">>, ?S)),
     ?assertEqual(2, throng_storage:inflight_count()).
 
-%% A write while the group-commit process is down is not acknowledged; once
-%% its supervisor has restarted it, writes work.
-sync_process_down_fails_the_write(_Config) ->
+%% A write while the group-commit process is down (as before the tree
+%% starts, when the hosts' modules start) fsyncs Mnesia's log itself: it is
+%% acknowledged once on disk, and fails when that fsync fails. Once its
+%% supervisor has restarted the process, writes go through it again.
+sync_process_down_syncs_in_the_writer(_Config) ->
     ok = supervisor:terminate_child(throng_services_sup, throng_mnesia_sync),
-    ?assertMatch({sync, {sync_process, _}},
-                 failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)),
+    ok = meck:new(mnesia, [passthrough, no_link]),
+    ok = throng_storage:kv_put(?MODULE, k, v),
+    ?assertEqual([self()], [P || {P, {mnesia, sync_log, []}, ok} <- meck:history(mnesia)]),
+    ok = meck:expect(mnesia, sync_log, fun() -> {error, eio} end),
+    ?assertMatch({sync, eio}, failure(fun() -> throng_storage:kv_put(?MODULE, k, w) end)),
+    meck:unload(mnesia),
     {ok, _} = supervisor:restart_child(throng_services_sup, throng_mnesia_sync),
-    ok = throng_storage:kv_put(?MODULE, k, v).
+    ok = throng_storage:kv_put(?MODULE, k, v),
+    ?assertEqual({ok, v}, throng_storage:kv_get(?MODULE, k)).
 
 %% A transaction that aborts raises {storage_failed, {aborted, _}} and
 %% changes nothing.

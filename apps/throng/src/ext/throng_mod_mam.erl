@@ -114,10 +114,15 @@ account_features(_Host) ->
 %% its timer.
 -spec start(binary(), map()) -> ok.
 start(Host, #{sweep_interval := Seconds}) ->
-    %% The key now, not at the first archived message: making it takes a
-    %% cluster-wide lock, which waits for every node, so that it is not on
-    %% the routing path. With the storage down it is read when first used.
-    _ = try key() catch error:{storage_failed, _} -> none end,
+    %% The key now, not at the first archived message, so that reading
+    %% the storage is not on the routing path. With the storage down it is
+    %% read when first used.
+    _ = try key()
+        catch
+            error:{storage_failed, Why} ->
+                logger:warning(#{what => mam_key_not_read, host => Host, reason => Why,
+                                 next => <<"read when first used">>})
+        end,
     cancel_sweep(Host),
     {ok, TRef} = timer:apply_interval(Seconds * 1000, ?MODULE, sweep, [Host]),
     persistent_term:put({?MODULE, sweep, Host}, TRef).
@@ -550,15 +555,16 @@ expire(Host, Before, Max) ->
 id_key() ->
     key().
 
-%% Made once for every node that shares the storage (under a cluster-wide
-%% lock, so that two nodes starting on new storage do not make two), kept
-%% in the key-value store, read once per node: the cache is looked at again
-%% under the lock, so that the queries of a burst that waited for it do not
-%% each read the store.
+%% Made once for every node that shares the storage (one kv_update/3 step,
+%% serialized by the storage, so that two nodes starting on new storage do
+%% not make two, and no node of the cluster is asked: one that hangs holds
+%% up no one), kept in the key-value store, read once per node. The cache
+%% is looked at again under a lock of this node only, so that the queries
+%% of a burst that waited for it do not each read the store.
 key() ->
     case persistent_term:get(?KEY_CACHE, undefined) of
         undefined ->
-            global:trans({?KEY_CACHE, self()}, fun cached_key/0);
+            global:trans({?KEY_CACHE, self()}, fun cached_key/0, [node()]);
         Key ->
             Key
     end.
@@ -575,9 +581,12 @@ cached_key() ->
 
 stored_key() ->
     case throng_storage:kv_get(?MODULE, id_key) of
-        {ok, Key} -> Key;
+        {ok, Key} ->
+            Key;
         not_found ->
-            Key = throng_mam_id:new_key(),
-            ok = throng_storage:kv_put(?MODULE, id_key, Key),
-            Key
+            throng_storage:kv_update(?MODULE, id_key, fun({ok, Key}) -> {Key, keep};
+                                                         (not_found) ->
+                                                              Key = throng_mam_id:new_key(),
+                                                              {Key, {put, Key}}
+                                                      end)
     end.

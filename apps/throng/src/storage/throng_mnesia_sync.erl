@@ -7,8 +7,8 @@
 %%
 %% Every caller gets the result of the sync that covered it: `ok' only when
 %% that sync succeeded, `{error, Reason}' when it failed (an I/O error of the
-%% log, a crash of the worker, this process not running). A failed sync does
-%% not stick: the next caller starts a new one.
+%% log, a crash of the worker, this process dying during the call). A
+%% failed sync does not stick: the next caller starts a new one.
 %%
 %% A writer whose contract allows durability a moment after it returns (the
 %% message archive's) does not wait: {@link sync_soon/1} asks for a sync
@@ -37,10 +37,18 @@ start_link() ->
 
 %% @doc Returns `ok' once every transaction committed before the call is on
 %% disk, `{error, Reason}' if that could not be made sure of.
+%% While this process is not running (before the supervision tree starts:
+%% the hosts' modules start first and may write; or between a crash and
+%% its restart) the caller fsyncs the log itself.
 -spec sync() -> ok | {error, term()}.
 sync() ->
-    try gen_server:call(?MODULE, sync, infinity)
-    catch exit:Why -> {error, {sync_process, Why}}
+    case whereis(?MODULE) of
+        undefined ->
+            sync_log();
+        Pid ->
+            try gen_server:call(Pid, sync, infinity)
+            catch exit:Why -> {error, {sync_process, Why}}
+            end
     end.
 
 %% @doc Asks the group commit of each node of Nodes (this one too if it is

@@ -313,9 +313,13 @@ tx(F, Undo) ->
     tx(F, Undo, fun sync/0).
 
 %% The commit is fsynced on every running node that keeps the tables on
-%% disk: this one through the group commit, the others by asking theirs.
+%% disk: this one through the group commit (or directly, at start-up
+%% before it runs), the others by asking theirs.
 sync() ->
-    sync(fun throng_mnesia_sync:sync/0).
+    case persistent_term:get(?DISC_KEY, {true, []}) of
+        {true, []} -> throng_mnesia_sync:sync();     %% alone: no remote copy to ask
+        {Here, Others} -> sync(Here, Others)
+    end.
 
 %% The same, not waited for (throng_mnesia_sync:sync_soon/1).
 sync_soon() ->
@@ -327,20 +331,10 @@ running(Nodes) ->
     Running = mnesia:system_info(running_db_nodes),
     [N || N <- Nodes, lists:member(N, Running)].
 
-%% At start-up, before the group commit process runs.
-sync_boot() ->
-    sync(fun mnesia:sync_log/0).
-
-sync(Local) ->
-    case persistent_term:get(?DISC_KEY, {true, []}) of
-        {true, []} -> Local();                       %% alone: no remote copy to ask
-        {Here, Others} -> sync(Here, Others, Local)
-    end.
-
-sync(Here, Others0, Local) ->
+sync(Here, Others0) ->
     Others = running(Others0),
     Mine = case Here of
-               true -> Local();
+               true -> throng_mnesia_sync:sync();
                false -> ok
            end,
     Theirs = [case R of
@@ -749,7 +743,7 @@ inflight_count() ->
     mnesia:table_info(throng_inflight, size).
 
 recover_at_boot() ->
-    case recover(all, fun sync_boot/0) of
+    case recover(all, fun sync/0) of
         0 -> ok;
         N -> logger:notice(#{what => inflight_recovered, messages => N,
                              text => "unacknowledged messages of the last run are offline again"})
