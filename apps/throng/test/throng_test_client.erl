@@ -320,7 +320,8 @@ message(To, Type, Body) ->
     #xmlel{name = <<"message">>, attrs = [{<<"to">>, To}, {<<"type">>, Type}],
            children = [#xmlel{name = <<"body">>, children = [{xmlcdata, Body}]}]}.
 
-%% @doc Closes the stream and the socket.
+%% @doc Closes the stream: sends the closing tag, half-closes, reads until
+%% the server closes too (at most 5 s), then closes the socket.
 -spec close(client()) -> ok.
 close(#c{pid = Pid}) ->
     unlink(Pid),
@@ -401,7 +402,7 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
             conn_loop(St#{sock := {tls, TLS}, parser := throng_xml_stream:reset(P)});
         close ->
             _ = sock_send(Sock, <<"</stream:stream>">>),
-            gen_tcp:close(T);
+            graceful_close(T);
         abort ->
             gen_tcp:close(T);
         pause ->
@@ -425,6 +426,25 @@ conn_loop(#{owner := Owner, sock := Sock, tcp := T, parser := P} = St) ->
             Owner ! {xmpp, self(), closed};
         {tcp_error, T, _} ->
             Owner ! {xmpp, self(), closed}
+    end.
+
+%% Half-closes, then reads until the server closes too (at most 5 s), then
+%% closes. Closing at once with unread data in the receive buffer makes the
+%% kernel send a reset, and a server whose write then fails may drop input it
+%% had not read yet (the inet driver does): the stanzas sent just before
+%% close/1 could be lost, which no real client that waits for the closing
+%% tag sees.
+graceful_close(T) ->
+    _ = inet:setopts(T, [{active, false}]),
+    _ = gen_tcp:shutdown(T, write),
+    drain(T, erlang:monotonic_time(millisecond) + 5000),
+    gen_tcp:close(T).
+
+drain(T, Deadline) ->
+    Left = Deadline - erlang:monotonic_time(millisecond),
+    case Left > 0 andalso gen_tcp:recv(T, 0, Left) of
+        {ok, _} -> drain(T, Deadline);
+        _ -> ok
     end.
 
 trickle_loop(Owner, T, Ms) ->
