@@ -18,6 +18,9 @@
 
 -define(C, throng_test_client).
 -define(WAIT, 10000).
+%% The pool's nodes (node1 keeps the tables in most cases) and its process.
+-define(POOLED, [node1, node2, node3]).
+-define(POOL, cluster_suite_pool).
 
 all() ->
     [members_and_status, message_to_bare_and_full_jid, presence_across_nodes,
@@ -29,7 +32,8 @@ all() ->
      blocklists_across_a_restart, archive_preferences_across_nodes,
      archive_write_does_not_wait_for_the_fsync, archive_write_waits_for_the_fsync_with_no_delay,
      archive_copies_take_no_transaction, archive_written_from_here_for_an_older_db_node,
-     archive_slots_kept_taken_and_stale, one_lookup_per_message,
+     archive_slots_kept_taken_and_stale, archive_slot_claimed_again_on_new_storage,
+     one_lookup_per_message,
      sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
@@ -51,21 +55,28 @@ init_per_suite(Config) ->
         nonode@nohost -> {ok, _} = throng_ct:start_distribution(cluster_suite, shortnames);
         _ -> ok
     end,
+    start_pool(),
     Config.
 
 end_per_suite(_Config) ->
+    stop_pool(),
     _ = net_kernel:stop(),
     ok.
 
 init_per_testcase(sweep_leaves_the_inflight_of_a_running_node = TC, Config) ->
     %% Nodes sharing a PostgreSQL database, each alone (no seeds, and not
     %% meshed through this node's connections), started by the case.
+    put(case_dir, atom_to_list(TC)),
     PG = throng_pg:start(),
     put(node_config, #{storage => throng_pg:storage(PG, throng_pg:new_database(PG))}),
     put(lone, true),
     [{pg, PG}, {names, [list_to_atom(atom_to_list(TC) ++ "_" ++ [L]) || L <- "abc"]} | Config];
 init_per_testcase(TC, Config) ->
-    Names0 = [list_to_atom(atom_to_list(TC) ++ "_" ++ integer_to_list(I)) || I <- [1, 2, 3]],
+    put(case_dir, atom_to_list(TC)),
+    %% The three nodes of the pool, their applications stopped; each gets
+    %% the case's configuration and data directories below.
+    ok = reset_pool(),
+    Names0 = ?POOLED,
     %% The db node (the first started) is the last member in sorted order:
     %% the first member can die without the tables.
     Names = case TC of
@@ -92,7 +103,11 @@ init_per_testcase(TC, Config) ->
     [{nodes, Nodes} | Config].
 
 end_per_testcase(_TC, Config) ->
-    [catch peer:stop(P) || P <- get_peers()],
+    %% The pool's nodes stay for the next case, which stops their
+    %% applications first; after a failure they go too (the next case
+    %% boots new ones), so that no failure leaves anything behind.
+    Keep = ?config(tc_status, Config) =:= ok,
+    [catch peer:stop(P) || {N, P} <- get_peers_by_node(), not (Keep andalso pooled(N))],
     case ?config(pg, Config) of
         undefined -> ok;
         PG -> throng_pg:stop(PG)
@@ -363,6 +378,32 @@ archive_slots_kept_taken_and_stale(Config) ->
     ?assertEqual(62, Again rem 64),
     ?assert(Again >= Limit),
     ?assertEqual(4, Count(<<"alice">>)).
+
+%% The application started again in the same runtime on new, empty
+%% storage claims its archive slot in that storage: the slot it had in
+%% the old one may be another node's there. (Before, the claim was kept
+%% in the runtime across the restart: node 2 went on giving ids of its old
+%% slot, which a node of the new storage held.)
+archive_slot_claimed_again_on_new_storage(Config) ->
+    [N1, N2, _] = ?config(nodes, Config),
+    Store = fun(N) ->
+                    Msg = #mam_msg{id = throng_mam_id_next(N), peer = {<<"x@localhost">>, <<>>},
+                                   packet = <<"p">>},
+                    erpc:call(N, throng_storage, mam_store, [<<"alice">>, <<"localhost">>, Msg])
+            end,
+    Slot = Store(N2) rem 64,
+    ?assertEqual([{Slot, N2}], slots(N1)),
+    %% The cluster again, in the same runtimes, with new data directories.
+    put(case_dir, get(case_dir) ++ "-new"),
+    ok = reset_pool(),
+    Nodes = start_cluster(Config, ?POOLED),
+    wait_members(Nodes),
+    ?assertEqual([], slots(N1)),
+    ok = erpc:call(N1, throng_storage, kv_put,
+                   [mam_slot, Slot, {'other@nowhere', os:system_time(microsecond) + 3600000000}]),
+    Id = Store(N2),
+    ?assertNotEqual(Slot, Id rem 64),
+    ?assertEqual([{Id rem 64, N2}], [{S, N} || {S, N} <- slots(N1), N =/= 'other@nowhere']).
 
 throng_mam_id_next(N) ->
     erpc:call(N, throng_mam_id, next, []).
@@ -1568,14 +1609,12 @@ start_cluster(Config, Names, Seed) ->
     [start_node(Config, Name, Seed, SharedPort) || Name <- Names].
 
 start_node(Config, Name, Seed, SharedPort) ->
-    Paths = lists:append([["-pa", P] || P <- code:get_path(), not lists:prefix(code:lib_dir(), P)]),
-    %% Controlled over stdio, not distribution: a peer controlled over
-    %% distribution halts when that connection drops (netsplit_heals drops
-    %% connections on purpose).
-    {ok, Peer, Node} = peer:start_link(#{name => Name, connection => standard_io,
-                                          args => Paths ++ vm_args()}),
-    put(peers, [{Node, Peer} | get_peers_by_node()]),
-    Dir = filename:join(?config(priv_dir, Config), atom_to_list(Name)),
+    {Peer, Node} = case lists:member(Name, ?POOLED) andalso get(lone) =:= undefined of
+                       true -> pool_node(Name);
+                       false -> boot(Name)
+                   end,
+    put(peers, [{Node, Peer} | lists:keydelete(Node, 1, get_peers_by_node())]),
+    Dir = filename:join([?config(priv_dir, Config), get(case_dir), atom_to_list(Name)]),
     Extra0 = case get(node_config) of undefined -> #{}; E -> E end,
     Cluster0 = maps:get(cluster, Extra0, #{}),
     %% node_address: the node's own listener (listener 1) on a port known
@@ -1600,6 +1639,109 @@ start_node(Config, Name, Seed, SharedPort) ->
     ok = erpc:call(Node, application, set_env, [throng, config, Cfg#{listen => Listeners}]),
     {ok, _} = erpc:call(Node, application, ensure_all_started, [throng]),
     Node.
+
+%% A new node (a BEAM of its own) named Name, linked to this process.
+boot(Name) ->
+    {ok, Peer, Node} = peer:start_link(boot_opts(Name)),
+    {Peer, Node}.
+
+boot_opts(Name) ->
+    Paths = lists:append([["-pa", P] || P <- code:get_path(), not lists:prefix(code:lib_dir(), P)]),
+    %% Controlled over stdio, not distribution: a peer controlled over
+    %% distribution halts when that connection drops (netsplit_heals drops
+    %% connections on purpose).
+    #{name => Name, connection => standard_io, args => Paths ++ vm_args()}.
+
+%%% The pool: booting three BEAMs and loading Throng's code into them took
+%%% about 1.3 s of every case's 2 s of set-up; the pool keeps node1..node3
+%%% from case to case and only restarts their applications, each case with
+%%% its own data directories, as the single-node suites restart the
+%%% application in the test node. A node that a case stopped or killed is
+%%% booted again; the nodes of a failed case are not kept.
+
+pooled(Node) ->
+    lists:member(node_name(Node), ?POOLED).
+
+%% The pool's process owns the links to its peers: it outlives the cases.
+start_pool() ->
+    Pid = spawn(fun() -> process_flag(trap_exit, true), pool_loop(#{}) end),
+    true = register(?POOL, Pid),
+    ok.
+
+stop_pool() ->
+    pool_call(stop).
+
+pool_call(Msg) ->
+    Ref = monitor(process, ?POOL),
+    ?POOL ! {Msg, self(), Ref},
+    receive
+        {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
+        {'DOWN', Ref, _, _, Why} -> error({pool_down, Why})
+    end.
+
+pool_loop(Peers) ->
+    receive
+        {{boot, Name}, From, Ref} ->
+            {ok, Peer, Node} = peer:start_link(boot_opts(Name)),
+            From ! {Ref, {Peer, Node}},
+            pool_loop(Peers#{Name => {Peer, Node}});
+        {running, From, Ref} ->
+            Live = maps:filter(fun(_, {P, _}) -> is_process_alive(P) end, Peers),
+            From ! {Ref, Live},
+            pool_loop(Live);
+        {stop, From, Ref} ->
+            [catch peer:stop(P) || {P, _} <- maps:values(Peers)],
+            From ! {Ref, ok};
+        {'EXIT', _, _} ->
+            pool_loop(Peers)
+    end.
+
+%% Every node of the pool that still runs, its applications stopped and
+%% its runtime as a new one's for what the cases change (trace patterns,
+%% meck); a node where that fails is stopped (the next start boots one).
+reset_pool() ->
+    Running = maps:values(pool_call(running)),
+    Self = self(),
+    Pids = [spawn_link(fun() -> Self ! {reset, self(), reset_node(P, N)} end) || {P, N} <- Running],
+    [receive {reset, Pid, _} -> ok end || Pid <- Pids],
+    ok.
+
+reset_node(Peer, Node) ->
+    try
+        running = peer:get_state(Peer),
+        ok = erpc:call(Node, ?MODULE, reset_runtime, [], 30000)
+    catch _:Why ->
+            ct:log("~p not reused (~0p): a new one is booted", [Node, Why]),
+            catch peer:stop(Peer),
+            stopped
+    end.
+
+%% Run in a pool node: what a case left there gone.
+reset_runtime() ->
+    _ = application:stop(throng),
+    _ = application:stop(mnesia),
+    ok = application:unset_env(throng, config),
+    _ = erlang:trace(all, false, [all]),
+    [_ = erlang:trace_pattern({'_', '_', '_'}, false, [F])
+     || F <- [local, global, call_count, call_time]],
+    case code:is_loaded(meck) of
+        false -> ok;
+        _ -> _ = meck:unload(), ok
+    end.
+
+%% Name's node from the pool: the one running (its applications stopped
+%% by reset_pool/0, or stopped here when a case starts it again), or a new
+%% one.
+pool_node(Name) ->
+    case maps:find(Name, pool_call(running)) of
+        {ok, {Peer, Node}} ->
+            case reset_node(Peer, Node) of
+                ok -> {Peer, Node};
+                stopped -> pool_call({boot, Name})
+            end;
+        error ->
+            pool_call({boot, Name})
+    end.
 
 seeds(Seed) ->
     case get(lone) of

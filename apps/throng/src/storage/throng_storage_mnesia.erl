@@ -64,6 +64,8 @@
 -define(LOAD_TIMEOUT_MS, 600000).
 -define(BYTES_KEY, {?MODULE, offline_bytes}).
 -define(DISC_KEY, {?MODULE, disc_nodes}).
+%% This runtime's archive id slot (see "Archive id slots" below).
+-define(SLOT_KEY, {?MODULE, mam_slot}).
 -define(DC_DUMP_LIMIT, 1).
 
 -spec child_specs() -> [supervisor:child_spec()].
@@ -91,6 +93,10 @@ init() ->
             {remote, DbNodes} -> init_remote(Dir, DbNodes)
         end,
         wait_for_tables(),
+        %% The archive slot this runtime claimed before a restart of the
+        %% application is claimed again: the storage may be another one,
+        %% where that slot is another node's.
+        _ = persistent_term:erase(?SLOT_KEY),
         persistent_term:put(?DISC_KEY, disc_nodes()),
         count_offline_bytes(),
         init_archive(throng_config:get([cluster, db_nodes])),
@@ -945,7 +951,6 @@ free_id(US, Id) ->
 %%% Archive id slots (throng_mam_slot): rows {mam_slot, Slot} of throng_kv,
 %%% valued {Node, Limit}.
 
--define(SLOT_KEY, {?MODULE, mam_slot}).
 %% A reservation: ids for the next 5 seconds.
 -define(RESERVE_US, 5000000).
 %% A wanted id older than this is one of the past (not the time now).
