@@ -14,6 +14,9 @@
 # e.g. "    recv_buffer: 1024". THRONG_CONFIG_EXTRA: more top-level YAML
 # lines, e.g. a `modules:' map. THRONG_BENCH_NODE: the node's name (default
 # throngbench@127.0.0.1; `start' first stops a node of that name).
+# THRONG_BENCH_SETTLE: seconds `start' waits after the registration before it
+# prints the pids (default 5: the starting RSS a run samples has settled;
+# the e2e test's study, which asserts no memory figure, uses 1).
 # THRONG_BENCH_NODES=N (default 1): a cluster of N nodes on ports PORT ..
 # PORT+N-1, node 1 as above (DIR), node I named NAMEnI@HOST in DIR/nodeI,
 # all with one cookie, seeds and database on node 1 (docs/clustering.md);
@@ -71,7 +74,7 @@ YML
     # Settle before the run samples the starting RSS: the bulk registration's
     # transaction log goes into the tables, garbage is collected.
     for i in $(seq 1 "$nodes"); do on "$i" gc >&2; done
-    sleep 5
+    sleep "${THRONG_BENCH_SETTLE:-5}"
     # one pid a line, the last line the last node's (callers take `tail -n 1`)
     for i in $(seq 1 "$nodes"); do printf '%s\n' "$(cat "$(node_dir "$i")/throng.pid")"; done
     ;;

@@ -4,6 +4,8 @@
 #
 #   bench/wake_floor.sh [CONNECTIONS] [RATE] [SECONDS]   (default 9000 300 60)
 #
+# SECONDS is at least 11: its first and last 5 seconds are not measured.
+#
 # One server VM holds CONNECTIONS sockets, each owned by a process that
 # hibernates after every event; one client VM sends RATE one-byte packets a
 # second over them (exponential gaps per connection) for SECONDS. Both VMs
@@ -26,6 +28,11 @@ for half in "SERVER $server" "CLIENT $client"; do
     esac
 done
 n=${1:-9000}; rate=${2:-300}; secs=${3:-60}
+for v in "CONNECTIONS $n" "RATE $rate" "SECONDS $secs"; do
+    case ${v#* } in ''|*[!0-9]*) echo "$0: ${v% *} is a whole number, not ${v#* }" >&2; exit 2 ;; esac
+done
+# the first 5 s and the last 5 s are not measured
+[ "$secs" -ge 11 ] || { echo "$0: SECONDS is at least 11 (5 s of start, 5 s of end, 1 s measured), not $secs" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 port=${PORT:-17007}
 work=$(mktemp -d /tmp/wake-floor.XXXXXX)

@@ -140,7 +140,10 @@ wake_floor_runs_either_half_in_c(Config) ->
                                      {"CLIENT=c TICK_MS=5", "server erlang, client c, TICK_MS=5"}]],
             Bad = Run("SERVER=java"),
             ?assertMatch({match, _}, re:run(Bad, "SERVER is erlang or c, not java")),
-            ?assertMatch({match, _}, re:run(Bad, "rc=2"))
+            ?assertMatch({match, _}, re:run(Bad, "rc=2")),
+            Short = os:cmd(Script ++ " 200 100 6 2>&1; echo rc=$?"),
+            ?assertMatch({match, _}, re:run(Short, "SECONDS is at least 11 .*, not 6")),
+            ?assertMatch({match, _}, re:run(Short, "rc=2"))
     end.
 
 %%% Helpers

@@ -126,7 +126,7 @@ scenario(Config, Name, Extra) ->
              "server: {host: \"~s\", port: ~b, domain: \"~s\"}~n"
              "users: {count: ~b, contact_count: 18}~n"
              "arrival: [{rate: 40, max_users: 60, distribution: poisson}]~n"
-             "length: 6s~nkeepalive: 2s~n"
+             "length: 3s~nkeepalive: 2s~n"
              "timeouts: {connect: 3s, step: 3s}~n"
              "grace: 3s~ndrain: 1s~n"
              "sessions:~n"
@@ -296,22 +296,22 @@ starttls_scram_plus(Config) ->
     server_agrees(Config, Before, [{tls_established, [], 10}, {logins, [], 10}], []).
 
 %% @doc tls_resume: OTP ssl as the TLS client, keeping each user's session
-%% ticket; 20 users arrive 60 times over direct TLS and over STARTTLS, so
-%% 40 logins of each resume TLS with the ticket of the user's previous one
+%% ticket; 30 users arrive 60 times over direct TLS and over STARTTLS, so
+%% 30 logins of each resume TLS with the ticket of the user's previous one
 %% (the FAST run too: the returning client of XEP-0484). Nothing fails;
 %% the server counts 60 handshakes and 60 logins each time.
 tls_resumption(Config) ->
-    %% Evenly spaced: a user comes back 4 s after it came, its 1 s session
+    %% Evenly spaced: a user comes back 3 s after it came, its 1 s session
     %% and 1 s linger over (two sessions with one resource would end the
     %% older: conflict).
-    Rest = io_lib:format("arrival: [{rate: 5, max_users: 60, distribution: constant}]~n"
+    Rest = io_lib:format("arrival: [{rate: 10, max_users: 60, distribution: constant}]~n"
                          "length: 1s~ntimeouts: {connect: 3s, step: 3s}~n"
                          "grace: 3s~ndrain: 1s~n"
                          "sessions: [{name: idle, probability: 1.0, presence: true}]~n", []),
     [begin
          Before = server_counters(Config),
-         S = run_yaml(Config, Name, Rest, Opts#{tls_resume => true, users_count => 20}),
-         ?assertMatch(#{users := #{logged_in := 60, tls_resumed := 40}, errors := #{total := 0}},
+         S = run_yaml(Config, Name, Rest, Opts#{tls_resume => true, users_count => 30}),
+         ?assertMatch(#{users := #{logged_in := 60, tls_resumed := 30}, errors := #{total := 0}},
                       S),
          server_agrees(Config, Before, [{tls_established, [], 60}, {logins, [], 60}], [])
      end || {Name, Opts} <- [{"resume_direct", #{tls => direct, port => ?config(direct_port, Config)}},

@@ -41,6 +41,12 @@ init_per_testcase(TC, Config) when TC =:= cli_stats_from_hidden_node;
         {skip, _} = Skip -> Skip;
         Started -> start(TC, [{distribution, Started} | Config])
     end;
+init_per_testcase(queue_alarm_suspended_session = TC, Config) ->
+    %% Ticks of 250 ms: the rolling sweep (ten ticks) that finds the
+    %% suspended session takes 2.5 s instead of 10.
+    _ = application:load(throng_stats),
+    ok = application:set_env(throng_stats, interval_ms, 250),
+    start(TC, Config);
 init_per_testcase(TC, Config) ->
     start(TC, Config).
 
@@ -66,6 +72,7 @@ stats_overrides(_) ->
 
 end_per_testcase(_TC, Config) ->
     _ = application:stop(throng_stats),
+    application:unset_env(throng_stats, interval_ms),
     throng_ct:stop(),
     case ?config(distribution, Config) of
         started -> ok = net_kernel:stop();
@@ -376,7 +383,7 @@ queue_alarm_suspended_session(_) ->
     [?C:send(A, ?C:message(?C:jid(B), <<"chat">>, integer_to_binary(I)))
      || I <- lists:seq(1, 4 * ?ALARM)],
     %% B's session may be younger than the sweep under way: found by the
-    %% next one, up to two sweeps (20 s) away.
+    %% next one, up to two sweeps (5 s at this case's 250 ms ticks) away.
     alarm_everywhere(<<"throng_c2s:init/1">>, pid_bin(Pid), 25000),
     ok = sys:resume(Pid),
     [_ = ?C:recv_stanza(B) || _ <- lists:seq(1, 4 * ?ALARM)],
