@@ -794,7 +794,9 @@ slow_home_still_replaces_the_older_session(Config) ->
 %% Stored messages a session of a node had taken into flight (sent, not
 %% yet acknowledged: XEP-0198) when that node died go back to offline
 %% storage (the first member does it, a few seconds after the node went
-%% down), and the user's next session gets them.
+%% down), and the user's next session gets them. Every member, not only
+%% the first, then forgets the node (before, node 2 kept it in its list of
+%% nodes to recover until it came back).
 inflight_of_a_dead_node_goes_back(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
     A = online(<<"alice">>, <<"a">>, N1),
@@ -802,7 +804,9 @@ inflight_of_a_dead_node_goes_back(Config) ->
     ?assertEqual(0, erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>])),
     Peer3 = proplists:get_value(N3, get_peers_by_node()),
     erpc:cast(N3, erlang, halt, [137]),
+    wait_until(fun() -> erpc:call(N2, throng_cluster, gone, []) =:= [N3] end),
     wait_until(fun() -> erpc:call(N1, throng_storage, offline_count, [<<"bob">>, <<"localhost">>]) =:= 2 end),
+    wait_until(fun() -> [erpc:call(N, throng_cluster, gone, []) || N <- [N1, N2]] =:= [[], []] end),
     _ = (catch peer:stop(Peer3)),
     B2 = online(<<"bob">>, <<"again">>, N2),
     ?assertEqual([<<"1">>, <<"2">>], lists:sort(collect_bodies(B2, 2))),

@@ -35,10 +35,11 @@
 
 -include("throng.hrl").
 
--export([start_link/0, join/1, leave/0, members/0, status/0, local_status/0]).
+-export([start_link/0, join/1, leave/0, members/0, status/0, local_status/0, gone/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors, and by bin/throng (throng_ctl) on the node.
--ignore_xref([{start_link, 0}, {local_status, 0}]).
+%% gone/0: for a look from a remote shell (and the tests).
+-ignore_xref([{start_link, 0}, {local_status, 0}, {gone, 0}]).
 
 -define(PURGE_DELAY_MS, 2000).
 -define(GONE_WORKERS, 8).
@@ -107,6 +108,13 @@ local_status() ->
     #{sessions => throng_sm:count(), directory => throng_dir:size(),
       address => throng_node_addr:own()}.
 
+%% @doc The members that went down and whose messages in flight are not
+%% back in offline storage yet, as this node knows them: the first member
+%% recovers them and tells the others when it has.
+-spec gone() -> [node()].
+gone() ->
+    gen_server:call(?MODULE, gone, 5000).
+
 %%% gen_server
 
 -spec init([]) -> {ok, #st{}}.
@@ -141,6 +149,8 @@ handle_call(leave, _From, St) ->
     save_seeds([]),
     changed(members(), [node()]),
     {reply, ok, St#st{known = []}};
+handle_call(gone, _From, #st{gone = Gone} = St) ->
+    {reply, Gone, St};
 handle_call(_Req, _From, St) ->
     {reply, {error, unknown_request}, St}.
 
@@ -200,6 +210,10 @@ handle_info({'DOWN', MRef, process, Pid, Why}, #st{recovering = {Pid, MRef}} = S
     logger:error(#{what => inflight_recover_failed, reason => Why,
                    retry_ms => ?RECOVER_DELAY_MS}),
     {noreply, recovered([], St)};
+handle_info({inflight_recovered, _By, Nodes}, #st{gone = Gone} = St) ->
+    %% The first member recovered them: nothing is left to do if it goes
+    %% down too.
+    {noreply, St#st{gone = Gone -- Nodes}};
 handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
     %% node and need to add it again although this node still has it.
@@ -285,9 +299,13 @@ member_gone(Node, Why, #st{gone = Gone} = St) ->
             St#st{gone = lists:usort([Node | Gone])}
     end.
 
-%% The end of a recovery: the nodes it did are forgotten; failed ones, and
-%% nodes that went down meanwhile, are looked at again later.
+%% The end of a recovery: the nodes it did are forgotten, here and by the
+%% other members (which kept them in case this one went down too); failed
+%% ones, and nodes that went down meanwhile, are looked at again later.
 recovered(Done, #st{gone = Gone} = St) ->
+    Done =/= [] andalso
+        [erlang:send({?MODULE, N}, {inflight_recovered, node(), Done}, [noconnect])
+         || N <- members() -- [node()]],
     Left = Gone -- Done,
     Left =/= [] andalso erlang:send_after(?RECOVER_DELAY_MS, self(), recover),
     St#st{gone = Left, recovering = none}.
