@@ -210,9 +210,10 @@ handle_info({'DOWN', MRef, process, Pid, Why}, #st{recovering = {Pid, MRef}} = S
     logger:error(#{what => inflight_recover_failed, reason => Why,
                    retry_ms => ?RECOVER_DELAY_MS}),
     {noreply, recovered([], St)};
-handle_info({inflight_recovered, _By, Nodes}, #st{gone = Gone} = St) ->
+handle_info({inflight_recovered, By, Nodes}, #st{gone = Gone} = St) ->
     %% The first member recovered them: nothing is left to do if it goes
     %% down too.
+    logger:info(#{what => cluster_gone_recovered, by => By, nodes => Nodes}),
     {noreply, St#st{gone = Gone -- Nodes}};
 handle_info({hello, Node}, St) ->
     %% Always answered (welcome is not): the sender may have dropped this
