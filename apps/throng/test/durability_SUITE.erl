@@ -36,8 +36,10 @@ groups() ->
                    archive_checkpoint_deletes_old_logs,
                    disabled_check_failure_is_temporary,
                    session_end_with_nothing_unacked_writes_nothing,
+                   session_end_keeps_its_mailbox_when_the_roster_read_fails,
                    logout_records_last_activity_without_a_sync | Both]},
-     {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back | Both]}].
+     {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back,
+                 offline_total_without_database_is_unknown | Both]}].
 
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
@@ -424,6 +426,15 @@ reads_fail_the_same_way_without_database(Config) ->
     ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_get(?MODULE, k) end)),
     ?assertMatch({aborted, _}, failure(fun() -> throng_storage:kv_put(?MODULE, k, v) end)).
 
+%% The statistics' count of offline messages (throng_info, read every
+%% second by the collector) is unknown while the database cannot answer, not
+%% a crash of its reader (the collector was restarted on a saturated
+%% PostgreSQL pool: {storage_failed, {aborted, {pool_timeout, _}}}).
+offline_total_without_database_is_unknown(Config) ->
+    ?assert(is_integer(throng_info:offline_total())),
+    stop_store(Config),
+    ?assertEqual(undefined, throng_info:offline_total()).
+
 %% A login while the store cannot answer gets temporary-auth-failure
 %% (RFC 6120 §6.5.11), not not-authorized and not a dropped connection; the
 %% same stream logs in once the store answers again. (Mnesia: the read of
@@ -490,6 +501,38 @@ session_end_with_nothing_unacked_writes_nothing(_Config) ->
     after
         [erlang:trace_pattern(MFA, false, [call_count]) || MFA <- Counted]
     end.
+
+%% A session ends while the store fails its roster read (the unavailable
+%% presence to its contacts needs the roster): what is in its mailbox is
+%% still routed again, here to offline storage. Before, the failed read
+%% ended the session's end there and the mailbox was dropped (seen on a
+%% saturated PostgreSQL pool: messages neither received nor kept). The
+%% mocked read puts a message in the mailbox first, as a sender's route
+%% that arrived just before the session left the directory.
+session_end_keeps_its_mailbox_when_the_roster_read_fails(_Config) ->
+    C = throng_test_client:login(<<"alice">>, <<"password">>, <<"r1">>),
+    ok = throng_test_client:send(C, throng_test_client:presence([])),
+    {ok, JID} = throng_jid:parse(throng_test_client:jid(C)),
+    ok = throng_ct:wait_until(fun() -> throng_sm:available({<<"alice">>, ?S}) =/= [] end, 5000),
+    Pid = throng_sm:lookup(JID),
+    {ok, From} = throng_jid:parse(<<"bob@localhost/x">>),
+    Msg = #xmlel{name = <<"message">>,
+                 attrs = [{<<"type">>, <<"chat">>}, {<<"id">>, <<"late">>}],
+                 children = [#xmlel{name = <<"body">>, children = [{xmlcdata, <<"late">>}]}]},
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    ok = meck:expect(throng_storage_mnesia, roster_get,
+                     fun(U, S) when self() =:= Pid ->
+                             Pid ! {route, From, JID, Msg},
+                             _ = meck:passthrough([U, S]),
+                             error({storage_failed, {aborted, test}});
+                        (U, S) -> meck:passthrough([U, S])
+                     end),
+    Session = erlang:monitor(process, Pid),
+    ok = throng_test_client:close(C),
+    receive {'DOWN', Session, process, _, _} -> ok after 10000 -> error(session_did_not_end) end,
+    ?assert(meck:called(throng_storage_mnesia, roster_get, ['_', '_'], Pid)),
+    ok = meck:unload(throng_storage_mnesia),
+    ?assertEqual(1, throng_storage:offline_count(<<"alice">>, ?S)).
 
 %% A logout (a session that ends while available) records the time for
 %% XEP-0012 without waiting for the disk: no transaction, no fsync; the

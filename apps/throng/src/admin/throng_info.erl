@@ -82,6 +82,7 @@ offline_total() ->
             try throng_storage:offline_total()
             catch
                 error:badarg -> undefined;   %% no backend chosen yet
+                error:{storage_failed, _} -> undefined;   %% the database does not answer
                 exit:_ -> undefined          %% the backend's database is not running
             end
     end.

@@ -511,26 +511,30 @@ end_session(#d{jid = JID, prio = Prio, directed = Directed} = D) ->
     %% A resumed-elsewhere session keeps nothing: the session lives on in the
     %% process that took over.
     throng_sm:unregister(JID, self()),
-    throng_sm:set_detached(JID, false),
-    throng_hooks:notify(session_closed, JID#jid.server,
-                        #{jid => JID, available => Prio =/= undefined}),
-    case Prio of
-        undefined -> ok;
-        _ -> throng_presence:unavailable(JID, #xmlel{name = <<"presence">>,
-                                                     attrs = [{<<"type">>, <<"unavailable">>}]},
-                                         Directed)
-    end,
-    throng_metrics:incr(sessions_closed),
-    logger:info(#{what => session_closed, jid => throng_jid:to_binary(JID)}),
-    %% Nothing the server accepted is lost: unacknowledged stanzas and
-    %% stanzas still in the mailbox are routed again (to another resource,
-    %% or to offline storage).
-    Unacked = case D#d.sm of
-                  undefined -> [];
-                  SM -> throng_stream_mgmt:unacked(SM)
-              end,
-    throng_c2s_items:reroute(Unacked ++ throng_c2s_stanza:csi_held(D), JID),
-    throng_c2s_items:drain_mailbox(JID).
+    try
+        throng_sm:set_detached(JID, false),
+        throng_hooks:notify(session_closed, JID#jid.server,
+                            #{jid => JID, available => Prio =/= undefined}),
+        case Prio of
+            undefined -> ok;
+            _ -> throng_presence:unavailable(JID, #xmlel{name = <<"presence">>,
+                                                         attrs = [{<<"type">>, <<"unavailable">>}]},
+                                             Directed)
+        end,
+        throng_metrics:incr(sessions_closed),
+        logger:info(#{what => session_closed, jid => throng_jid:to_binary(JID)})
+    after
+        %% Nothing the server accepted is lost: unacknowledged stanzas and
+        %% stanzas still in the mailbox are routed again (to another
+        %% resource, or to offline storage), also when the broadcast above
+        %% failed (the store could not read the roster).
+        Unacked = case D#d.sm of
+                      undefined -> [];
+                      SM -> throng_stream_mgmt:unacked(SM)
+                  end,
+        throng_c2s_items:reroute(Unacked ++ throng_c2s_stanza:csi_held(D), JID),
+        throng_c2s_items:drain_mailbox(JID)
+    end.
 
 -spec code_change(term(), atom(), #d{}, term()) -> {ok, atom(), #d{}}.
 code_change(_Old, State, D, _Extra) ->
