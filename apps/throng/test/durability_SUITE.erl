@@ -516,14 +516,11 @@ session_end_keeps_its_mailbox_when_the_roster_read_fails(_Config) ->
     ok = throng_ct:wait_until(fun() -> throng_sm:available({<<"alice">>, ?S}) =/= [] end, 5000),
     Pid = throng_sm:lookup(JID),
     {ok, From} = throng_jid:parse(<<"bob@localhost/x">>),
-    Msg = #xmlel{name = <<"message">>,
-                 attrs = [{<<"type">>, <<"chat">>}, {<<"id">>, <<"late">>}],
-                 children = [#xmlel{name = <<"body">>, children = [{xmlcdata, <<"late">>}]}]},
+    Msg = throng_test_client:message(throng_jid:to_binary(JID), <<"chat">>, <<"late">>),
     ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
     ok = meck:expect(throng_storage_mnesia, roster_get,
                      fun(U, S) when self() =:= Pid ->
                              Pid ! {route, From, JID, Msg},
-                             _ = meck:passthrough([U, S]),
                              error({storage_failed, {aborted, test}});
                         (U, S) -> meck:passthrough([U, S])
                      end),
