@@ -9,6 +9,8 @@
 %% │   ├── (storage backend)    throng_mnesia_sync, the group commit of Mnesia's log, or
 %% │   │                        the PostgreSQL pool (throng_pgsql_sup, throng_pgsql_orphans)
 %% │   ├── throng_janitor       ages out auth-failure and registration entries
+%% │   ├── throng_presence_retry unavailable presence kept while the store cannot
+%% │   │                        read the roster, sent when it answers again
 %% │   ├── throng_dir_1..8      writers of this node's part of the session directory
 %% │   └── throng_cluster       cluster membership: seeds, members up and down
 %% └── throng_listeners_sup     one throng_listener_sup per configured listener
@@ -58,7 +60,8 @@ init(top) ->
 init(services) ->
     Children =
         throng_storage:child_specs() ++
-        [#{id => throng_janitor, start => {throng_janitor, start_link, []}}] ++
+        [#{id => throng_janitor, start => {throng_janitor, start_link, []}},
+         #{id => throng_presence_retry, start => {throng_presence_retry, start_link, []}}] ++
         %% The cluster: this node's part of the session directory, then the
         %% membership process that fills the member list.
         throng_dir:child_specs(#{rival => fun throng_sm:local_rival/2,

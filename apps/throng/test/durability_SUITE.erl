@@ -37,6 +37,8 @@ groups() ->
                    disabled_check_failure_is_temporary,
                    session_end_with_nothing_unacked_writes_nothing,
                    session_end_keeps_its_mailbox_when_the_roster_read_fails,
+                   unavailable_reaches_the_contacts_once_the_roster_reads_again,
+                   kept_unavailable_is_dropped_when_the_resource_is_back,
                    logout_records_last_activity_without_a_sync | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back,
                  offline_total_without_database_is_unknown | Both]}].
@@ -519,7 +521,7 @@ session_end_keeps_its_mailbox_when_the_roster_read_fails(_Config) ->
     Msg = throng_test_client:message(throng_jid:to_binary(JID), <<"chat">>, <<"late">>),
     ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
     ok = meck:expect(throng_storage_mnesia, roster_get,
-                     fun(U, S) when self() =:= Pid ->
+                     fun(_U, _S) when self() =:= Pid ->
                              Pid ! {route, From, JID, Msg},
                              error({storage_failed, {aborted, test}});
                         (U, S) -> meck:passthrough([U, S])
@@ -530,6 +532,89 @@ session_end_keeps_its_mailbox_when_the_roster_read_fails(_Config) ->
     ?assert(meck:called(throng_storage_mnesia, roster_get, ['_', '_'], Pid)),
     ok = meck:unload(throng_storage_mnesia),
     ?assertEqual(1, throng_storage:offline_count(<<"alice">>, ?S)).
+
+%% A session that ends while its roster cannot be read (the database down,
+%% its pool full) cannot find its subscribers: its unavailable presence is
+%% kept and sent to them once the store reads the roster again, so bob does
+%% not see alice online after she left. Here the reads of alice's roster by
+%% her session and by the retry process fail until the mock goes.
+unavailable_reaches_the_contacts_once_the_roster_reads_again(_Config) ->
+    {A, B} = alice_and_bob_online(),
+    Sent = throng_metrics:value(presence_deferred_sent),
+    fail_alice_roster_reads_of(A),
+    ok = throng_test_client:close(A),
+    wait_failed_roster_reads(2),      %% the session's, then the first retry's
+    ?assertEqual(1, throng_presence_retry:waiting()),
+    ok = throng_test_client:expect_nothing(B, 200),
+    ok = meck:unload(throng_storage_mnesia),
+    U = wait_presence(B, <<"unavailable">>),
+    ?assertEqual(<<"alice@localhost/a">>, throng_xml:attr(<<"from">>, U)),
+    ?assertEqual(0, throng_presence_retry:waiting()),
+    ?assertEqual(Sent + 1, throng_metrics:value(presence_deferred_sent)).
+
+%% The kept unavailable presence of a resource that is available again when
+%% the store answers is dropped: bob keeps seeing alice/a online.
+kept_unavailable_is_dropped_when_the_resource_is_back(_Config) ->
+    {A, B} = alice_and_bob_online(),
+    Before = deferred_counts(),
+    fail_alice_roster_reads_of(A),
+    ok = throng_test_client:close(A),
+    wait_failed_roster_reads(2),
+    A2 = throng_test_client:login(<<"alice">>, <<"password">>, <<"a">>),
+    ok = throng_test_client:available(A2),
+    P = wait_presence(B, undefined),
+    ?assertEqual(<<"alice@localhost/a">>, throng_xml:attr(<<"from">>, P)),
+    ok = meck:unload(throng_storage_mnesia),
+    ok = throng_ct:wait_until(fun() -> throng_presence_retry:waiting() =:= 0 end, 40000),
+    {Skipped, Sent} = Before,
+    ?assertEqual({Skipped + 1, Sent}, deferred_counts()),
+    ok = throng_test_client:expect_nothing(B, 200).
+
+deferred_counts() ->
+    {throng_metrics:value(presence_deferred_skipped), throng_metrics:value(presence_deferred_sent)}.
+
+alice_and_bob_online() ->
+    ok = throng_ct:register(<<"bob">>, <<"password">>),
+    ok = throng_ct:mutual(<<"alice">>, <<"bob">>),
+    B = throng_test_client:login(<<"bob">>, <<"password">>, <<"b">>),
+    ok = throng_test_client:available(B),
+    A = throng_test_client:login(<<"alice">>, <<"password">>, <<"a">>),
+    ok = throng_test_client:available(A),
+    _ = wait_presence(B, undefined),
+    {A, B}.
+
+%% Reads of alice's roster by the session of client A and by the retry
+%% process fail; any other read (a new session's) is the store's.
+fail_alice_roster_reads_of(A) ->
+    {ok, JID} = throng_jid:parse(throng_test_client:jid(A)),
+    Failing = [throng_sm:lookup(JID), whereis(throng_presence_retry)],
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    ok = meck:expect(throng_storage_mnesia, roster_get,
+                     fun(<<"alice">> = U, S) ->
+                             case lists:member(self(), Failing) of
+                                 true -> error({storage_failed, {aborted, test}});
+                                 false -> meck:passthrough([U, S])
+                             end;
+                        (U, S) -> meck:passthrough([U, S])
+                     end).
+
+wait_failed_roster_reads(N) ->
+    Retry = whereis(throng_presence_retry),
+    ok = throng_ct:wait_until(
+           fun() -> meck:num_calls(throng_storage_mnesia, roster_get, [<<"alice">>, '_']) >= N
+                        andalso meck:called(throng_storage_mnesia, roster_get, '_', Retry)
+           end, 10000).
+
+wait_presence(C, Type) ->
+    case throng_test_client:recv(C, 10000) of
+        #xmlel{name = <<"presence">>} = El ->
+            case throng_xml:attr(<<"type">>, El) of
+                Type -> El;
+                _ -> wait_presence(C, Type)
+            end;
+        #xmlel{} -> wait_presence(C, Type);
+        Other -> error({waited_for_presence, Type, Other})
+    end.
 
 %% A logout (a session that ends while available) records the time for
 %% XEP-0012 without waiting for the disk: no transaction, no fsync; the

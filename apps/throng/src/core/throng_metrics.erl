@@ -104,7 +104,16 @@ metrics() ->
        "home went down, or did not confirm them within 30 s."),
      m(cluster_sessions_dropped, counter, "sessions",
        "Sessions of members that went down, dropped from this node's part of the "
-       "directory (their contacts were sent unavailable presence).")].
+       "directory (their contacts were sent unavailable presence)."),
+     m(presence_deferred, counter, "presences",
+       "Unavailable presence kept for later: the store could not read the user's roster "
+       "to find its subscribers."),
+     m(presence_deferred_sent, counter, "presences",
+       "Kept unavailable presence sent to the subscribers once the roster was read."),
+     m(presence_deferred_skipped, counter, "presences",
+       "Kept unavailable presence dropped because its resource was available again."),
+     m(presence_deferred_dropped, counter, "presences",
+       "Unavailable presence not kept: 100,000 were waiting already.")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

@@ -9,8 +9,8 @@
 
 -include("throng.hrl").
 
--export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, available_to/2,
-         unavailable_to/2, priority/1, shares_with/3]).
+-export([hooks/0, presence_in/2, initial/2, update/2, unavailable/3, to_subscribers/2,
+         available_to/2, unavailable_to/2, priority/1, shares_with/3]).
 %% Built-in hooks, installed by throng_ext for every host.
 -ignore_xref([{hooks, 0}, {presence_in, 2}]).
 
@@ -100,12 +100,30 @@ update(User, El) ->
     broadcast(User, El, subscribers(User), true).
 
 %% @doc The resource becomes unavailable: subscribers, the user's other
-%% resources and every entity it sent directed presence to are told.
+%% resources and every entity it sent directed presence to are told. When
+%% the store cannot read the roster, the subscribers are told later, by
+%% {@link throng_presence_retry}; this never raises storage_failed.
 -spec unavailable(#jid{}, #xmlel{}, throng_directed:set()) -> ok.
 unavailable(User, El, Directed) ->
-    Subscribers = subscribers(User),
-    broadcast(User, El, Subscribers, false),
-    directed_unavailable(User, El, throng_directed:to_list(Directed), Subscribers).
+    try subscribers(User) of
+        Subscribers ->
+            broadcast(User, El, Subscribers, false),
+            directed_unavailable(User, El, throng_directed:to_list(Directed), Subscribers)
+    catch error:{storage_failed, Why} ->
+        %% The roster cannot be read: the user's other resources and those
+        %% that had directed presence are told now (a subscriber among them
+        %% hears it twice), the subscribers once the store answers again.
+        broadcast(User, El, [], false),
+        directed_unavailable(User, El, throng_directed:to_list(Directed), []),
+        throng_presence_retry:later(User, El, Why)
+    end.
+
+%% @doc Sends User's presence El to its subscribers only (not its own
+%% resources): the deferred broadcast of {@link throng_presence_retry}.
+%% Raises storage_failed when the roster cannot be read.
+-spec to_subscribers(#jid{}, #xmlel{}) -> ok.
+to_subscribers(User, El) ->
+    deliver_to(User, El, subscribers(User)).
 
 %% Those that got directed presence and are not subscribers (who had the
 %% broadcast): one lookup each, not a scan of the subscribers. A JID of a
@@ -153,11 +171,14 @@ subscribers(#jid{user = U, server = S}) ->
 %% another node get it from their home, as a message to them would ({@link
 %% throng_handoff}).
 broadcast(#jid{user = U, server = S, resource = Self} = User, El, Subscribers, ToSelf) ->
-    Local = [C || {_, CS} = C <- Subscribers, throng_router:is_local(CS)],
-    ok = throng_handoff:deliver_available(User, El, Local),
+    ok = deliver_to(User, El, Subscribers),
     [throng_session:route(Pid, User, User#jid{resource = R}, El)
      || {R, Pid, _, _} <- throng_sm:available({U, S}), ToSelf orelse R =/= Self],
     ok.
+
+deliver_to(User, El, Subscribers) ->
+    Local = [C || {_, CS} = C <- Subscribers, throng_router:is_local(CS)],
+    throng_handoff:deliver_available(User, El, Local).
 
 %% @doc The priority of an available presence: the <priority/> child, an
 %% integer from -128 to 127 (0 when absent or invalid).
