@@ -12,9 +12,10 @@
 %% dropped: its contacts already have the newer presence, and an old
 %% unavailable would hide it. At most ?MAX entries wait; beyond that a
 %% broadcast is dropped (counted, logged once per full spell). Entries live
-%% in this process only: a node that stops forgets them (its sessions, and
-%% so those contacts' view of them, end with it on a single node; in a
-%% cluster the other members tell the contacts of a member that went down).
+%% in this process only: a node that stops forgets them, and those contacts
+%% are not told (on a single node they end with it; in a cluster the
+%% sessions had already left the directory, so the other members' handling
+%% of a member that went down does not see them).
 -module(throng_presence_retry).
 -behaviour(gen_server).
 
