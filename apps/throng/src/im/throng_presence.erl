@@ -13,6 +13,8 @@
          available_to/2, unavailable_to/2, priority/1, shares_with/3]).
 %% Built-in hooks, installed by throng_ext for every host.
 -ignore_xref([{hooks, 0}, {presence_in, 2}]).
+%% Called by throng_presence_retry, named in the entries it keeps.
+-ignore_xref([{to_subscribers, 2}]).
 
 %% @doc Built-in handlers (see throng_ext:builtin/0): presence routed to a
 %% local user, after the subscription handler of {@link throng_roster}.
@@ -115,7 +117,7 @@ unavailable(User, El, Directed) ->
         %% hears it twice), the subscribers once the store answers again.
         broadcast(User, El, [], false),
         directed_unavailable(User, El, throng_directed:to_list(Directed), []),
-        throng_presence_retry:later(User, El, Why)
+        throng_presence_retry:later(User, El, {?MODULE, to_subscribers}, Why)
     end.
 
 %% @doc Sends User's presence El to its subscribers only (not its own

@@ -21,7 +21,7 @@
 
 -include("throng.hrl").
 
--export([start_link/0, later/3, waiting/0]).
+-export([start_link/0, later/4, waiting/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 0}]).
@@ -33,7 +33,13 @@
 -define(MAX, 100000).
 -define(BATCH, 500).
 
--record(st, {queue = queue:new() :: queue:queue({#jid{}, #xmlel{}}),
+%% Who sends a kept broadcast: Module:Function(User, El), ok or raising
+%% storage_failed ({@link throng_presence:to_subscribers/2}). Named by the
+%% caller so this module does not call back into it.
+-type sender() :: {module(), atom()}.
+-export_type([sender/0]).
+
+-record(st, {queue = queue:new() :: queue:queue({#jid{}, #xmlel{}, sender()}),
              len = 0 :: non_neg_integer(),
              delay = ?FIRST_MS :: pos_integer(),
              timer :: reference() | undefined,
@@ -44,14 +50,15 @@ start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
 %% @doc Keeps User's unavailable presence El for its subscribers, to be sent
-%% when the store reads User's roster again. Why: the read's failure, logged.
-%% Never blocks; without this process (the node is stopping) it is dropped.
--spec later(#jid{}, #xmlel{}, term()) -> ok.
-later(User, El, Why) ->
+%% by Sender when the store reads User's roster again. Why: the read's
+%% failure, logged. Never blocks; without this process (the node is
+%% stopping) it is dropped.
+-spec later(#jid{}, #xmlel{}, sender(), term()) -> ok.
+later(User, El, Sender, Why) ->
     throng_metrics:incr(presence_deferred),
     logger:warning(#{what => unavailable_presence_deferred, jid => throng_jid:to_binary(User),
                      reason => Why}),
-    gen_server:cast(?MODULE, {later, User, El}).
+    gen_server:cast(?MODULE, {later, User, El, Sender}).
 
 %% @doc How many broadcasts wait.
 -spec waiting() -> non_neg_integer().
@@ -69,12 +76,12 @@ handle_call(_Req, _From, St) ->
     {reply, ok, St}.
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
-handle_cast({later, _User, _El}, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
+handle_cast({later, _User, _El, _Sender}, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
     throng_metrics:incr(presence_deferred_dropped),
     Full orelse logger:error(#{what => unavailable_presence_queue_full, waiting => Len}),
     {noreply, St#st{full = true}};
-handle_cast({later, User, El}, #st{queue = Q, len = Len} = St) ->
-    {noreply, arm(St#st{queue = queue:in({User, El}, Q), len = Len + 1})};
+handle_cast({later, User, El, Sender}, #st{queue = Q, len = Len} = St) ->
+    {noreply, arm(St#st{queue = queue:in({User, El, Sender}, Q), len = Len + 1})};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
@@ -90,8 +97,8 @@ turn(#st{len = 0} = St, _N) ->
 turn(St, 0) ->
     St#st{delay = 0};
 turn(#st{queue = Q, len = Len} = St, N) ->
-    {{value, {User, El} = Entry}, Rest} = queue:out(Q),
-    case send(User, El) of
+    {{value, {User, El, Sender} = Entry}, Rest} = queue:out(Q),
+    case send(User, El, Sender) of
         done ->
             turn(St#st{queue = Rest, len = Len - 1, delay = ?FIRST_MS, full = false}, N - 1);
         failed ->
@@ -99,13 +106,13 @@ turn(#st{queue = Q, len = Len} = St, N) ->
                   delay = min(?LAST_MS, max(?FIRST_MS, 2 * St#st.delay))}
     end.
 
-send(#jid{user = U, server = S, resource = R} = User, El) ->
+send(#jid{user = U, server = S, resource = R} = User, El, {M, F}) ->
     case lists:keymember(R, 1, throng_sm:available({U, S})) of
         true ->
             throng_metrics:incr(presence_deferred_skipped),
             done;
         false ->
-            try throng_presence:to_subscribers(User, El) of
+            try M:F(User, El) of
                 ok -> throng_metrics:incr(presence_deferred_sent), done
             catch error:{storage_failed, _} -> failed
             end
