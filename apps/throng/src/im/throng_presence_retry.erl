@@ -41,7 +41,7 @@
 
 -record(st, {queue = queue:new() :: queue:queue({#jid{}, #xmlel{}, sender()}),
              len = 0 :: non_neg_integer(),
-             delay = ?FIRST_MS :: pos_integer(),
+             delay = ?FIRST_MS :: non_neg_integer(),
              timer :: reference() | undefined,
              full = false :: boolean()}).
 
