@@ -22,16 +22,22 @@ trap '"$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1; rm -rf 
 for variant in login idle; do
     scenario="$root/bench/bench_$variant.yml"
     pid=$($pin_server "$root/bench/bench_throng.sh" start "$work/server" 15222 "$users" 18 "$iterations" 2>"$work/start.log" | tail -n 1) || { cat "$work/start.log" >&2; exit 1; }
+    status=0
     $pin_load "$root/bin/throng-bench" xmpp --scenario "$scenario" --port 15222 --users "$users" --rate "$rate" \
-        --length 20s --password password --server-pid "$pid" --out "$work/$variant" --no-progress >/dev/null
+        --length 20s --password password --server-pid "$pid" --out "$work/$variant" --no-progress >/dev/null || status=$?
     echo "== $variant ($( [ $variant = login ] && echo 'login only' || echo 'login + initial presence to 18 contacts'))"
     /usr/bin/python3 - "$work/$variant/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-r, l = s['rates']['logins_per_s'], s['latency_ms']['login']
+r, l, e = s['rates']['logins_per_s'], s['latency_ms']['login'], s['errors']
 print('users logged in %d, errors %d; logins/s mean %.0f, best second %.0f; login p50 %.1f ms, p99 %.1f ms'
-      % (s['users']['logged_in'], s['errors']['total'], r['mean_while_active'], r['max'], l['p50'], l['p99']))
+      % (s['users']['logged_in'], e['total'], r['mean_while_active'], r['max'], l['p50'], l['p99']))
+if e['total']:
+    print('errors by type: %s; other: %s'
+          % (', '.join('%s %d' % kv for kv in sorted(e['by_type'].items()) if kv[1]), e['other_reasons']))
 PY
+    # A run with errors measured something else (say so, and fail).
+    [ "$status" -eq 0 ] || { echo "throng-bench failed (exit $status): errors above" >&2; exit "$status"; }
     awk -v col=logins_s -v from=connects_s -f "$root/bench/per_unit.awk" "$work/$variant/timeseries.csv"
     "$root/bench/bench_throng.sh" stop "$work/server" >/dev/null 2>&1
 done

@@ -215,10 +215,7 @@ req_loop(L = #{tickets := T, stop := Stop}, I) ->
 request(#{host := Host, port := Port, timeout := Timeout, req := Req, srcs := Srcs}, I) ->
     throng_bench_metrics:inc(requests),
     T0 = erlang:monotonic_time(microsecond),
-    Src = case element(I rem tuple_size(Srcs) + 1, Srcs) of
-              any -> [];
-              Ip -> [{ip, Ip}]
-          end,
+    Src = throng_bench_src:opts(element(I rem tuple_size(Srcs) + 1, Srcs)),
     case gen_tcp:connect(Host, Port, [binary, {active, false}, {nodelay, true},
                                       {show_econnreset, true} | Src], Timeout) of
         {ok, S} ->

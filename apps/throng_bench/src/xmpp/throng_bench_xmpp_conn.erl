@@ -25,7 +25,7 @@
 connect(Ip, Port, Src, {Timeout, Buffer}) ->
     Opts = [binary, {active, false}, {nodelay, true}, {show_econnreset, true}, {buffer, Buffer},
             {send_timeout, 30000}, {send_timeout_close, true}
-            | case Src of any -> []; _ -> [{ip, Src}] end],
+            | throng_bench_src:opts(Src)],
     case gen_tcp:connect(Ip, Port, Opts, Timeout) of
         {ok, S} ->
             %% The link between the user and its port costs ~130 bytes per
