@@ -9,10 +9,13 @@
 %% │   ├── (storage backend)    throng_mnesia_sync, the group commit of Mnesia's log, or
 %% │   │                        the PostgreSQL pool (throng_pgsql_sup, throng_pgsql_orphans)
 %% │   ├── throng_janitor       ages out auth-failure and registration entries
-%% │   ├── throng_presence_retry unavailable presence kept while the store cannot
-%% │   │                        read the roster, sent when it answers again
 %% │   ├── throng_dir_1..8      writers of this node's part of the session directory
-%% │   └── throng_cluster       cluster membership: seeds, members up and down
+%% │   ├── throng_handoff_tracker, _worker x N  stanzas handed to this node as
+%% │   │                        their users' home, and copies of those handed off
+%% │   ├── throng_cluster       cluster membership: seeds, members up and down
+%% │   └── throng_presence_retry unavailable presence kept while the store cannot
+%% │                            read the roster, sent when it answers again (handed
+%% │                            to a member when this node stops)
 %% └── throng_listeners_sup     one throng_listener_sup per configured listener
 %% '''
 %% rest_for_one: everything after the table owner uses its tables, so were
@@ -60,8 +63,7 @@ init(top) ->
 init(services) ->
     Children =
         throng_storage:child_specs() ++
-        [#{id => throng_janitor, start => {throng_janitor, start_link, []}},
-         #{id => throng_presence_retry, start => {throng_presence_retry, start_link, []}}] ++
+        [#{id => throng_janitor, start => {throng_janitor, start_link, []}}] ++
         %% The cluster: this node's part of the session directory, then the
         %% membership process that fills the member list.
         throng_dir:child_specs(#{rival => fun throng_sm:local_rival/2,
@@ -70,5 +72,9 @@ init(services) ->
         %% Stanzas handed to this node as their users' home, and the copies
         %% of those it handed to others, kept until confirmed.
         throng_handoff:child_specs() ++
-        [#{id => throng_cluster, start => {throng_cluster, start_link, []}}],
+        [#{id => throng_cluster, start => {throng_cluster, start_link, []}},
+         %% After the membership process, so that it stops before it: what
+         %% it keeps goes to a member while the members are still known.
+         #{id => throng_presence_retry, start => {throng_presence_retry, start_link, []},
+           shutdown => 30000}],
     {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, Children}}.

@@ -45,7 +45,7 @@ all() ->
      inflight_recovered_after_a_restart_of_the_membership_process,
      sweep_leaves_the_inflight_of_a_running_node, detached_mark_after_the_members_change_back,
      keep_at_a_silent_node_holds_up_no_one_else, private_and_pep_writes_while_a_node_hangs,
-     archive_key_made_while_a_node_hangs].
+     archive_key_made_while_a_node_hangs, kept_unavailable_goes_to_a_member_when_its_node_stops].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -1211,6 +1211,29 @@ directory_is_sharded(Config) ->
     [?assertEqual(18, length(erpc:call(N, throng_sm, resources, [{U, <<"localhost">>}])) * 3)
      || N <- Nodes, U <- Users],
     [?C:close(C) || C <- Clients].
+
+%% Alice's session on node 2 ends while node 2 cannot read her roster: her
+%% unavailable presence for bob (on node 3) is kept there. Node 2 stops
+%% before it can read again: what it kept goes to another member, which
+%% reads the roster and tells bob.
+kept_unavailable_goes_to_a_member_when_its_node_stops(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    B = online(<<"bob">>, <<"b">>, N3),
+    A = online(<<"alice">>, <<"a">>, N2),
+    From = fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"alice@localhost/a">> end,
+    _ = wait_for(B, From),
+    Adopted = fun() -> lists:sum([erpc:call(N, throng_metrics, value, [presence_deferred_adopted])
+                                  || N <- [N1, N3]]) end,
+    Before = Adopted(),
+    ok = erpc:call(N2, throng_ct, fail_roster_reads, [<<"alice">>]),
+    ?C:close(A),
+    wait_until(fun() -> erpc:call(N2, throng_presence_retry, waiting, []) =:= 1 end),
+    ok = ?C:expect_nothing(B, 300),
+    ok = erpc:call(N2, application, stop, [throng]),
+    U = wait_for(B, From),
+    ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
+    ?assertEqual(Before + 1, Adopted()),
+    ?C:close(B).
 
 node_loss_and_return(Config) ->
     [N1, N2, N3] = Nodes = ?config(nodes, Config),

@@ -5,7 +5,7 @@
 -export([start/1, start/2, start_exact/2, stop/0, register/2, register/3, config/1, mutual/2,
          start_distribution/2, wait_until/2, repo_root/0]).
 -export([backend_groups/1, init_backend/2, end_backend/1, start_backend/1, start_backend/2,
-         restart/0, storage_failure/1]).
+         restart/0, storage_failure/1, fail_roster_reads/1]).
 -export([socket_backend_group/1, init_socket_backend/1]).
 
 -include("throng.hrl").
@@ -114,6 +114,19 @@ storage_failure(Fun) ->
     catch
         error:{storage_failed, Reason} -> Reason
     end.
+
+%% @doc From now on, reads of User@localhost's roster on this node (the
+%% Mnesia backend) fail as a store that does not answer; other reads are
+%% the store's. meck:unload(throng_storage_mnesia) ends it. Runs on a
+%% cluster node through erpc: the mock outlives the call.
+-spec fail_roster_reads(binary()) -> ok.
+fail_roster_reads(User) ->
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    ok = meck:expect(throng_storage_mnesia, roster_get,
+                     fun(U, S) when U =:= User, S =:= <<"localhost">> ->
+                             error({storage_failed, {aborted, test}});
+                        (U, S) -> meck:passthrough([U, S])
+                     end).
 
 %% @doc The test configuration map.
 -spec config(map()) -> map().

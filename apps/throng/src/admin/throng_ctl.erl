@@ -244,14 +244,25 @@ kick(Pids, J) ->
 
 %% While still a member: no new connections, every session ends with
 %% system-shutdown (contacts everywhere see it go, what it held goes to
-%% other resources or to the shared storage); then the others are told, and
-%% the node stops.
+%% other resources or to the shared storage), the unavailable presence kept
+%% for a store that did not answer goes to another member; then the others
+%% are told, and the node stops.
 leave_cluster() ->
     N = throng_sm:count(),
     _ = supervisor:terminate_child(throng_sup, throng_listeners_sup),
+    {Handed, Left} = throng_presence_retry:hand_over(),
     ok = throng_cluster:leave(),
     spawn(fun() -> timer:sleep(500), init:stop() end),
-    {?OK, io_lib:format("Ended ~b session(s), left the cluster; the node stops~n", [N])}.
+    {?OK, [io_lib:format("Ended ~b session(s), left the cluster; the node stops~n", [N]),
+           kept_presence(Handed, Left)]}.
+
+%% The unavailable presence kept for a store that did not answer (none,
+%% almost always).
+kept_presence(0, 0) ->
+    [];
+kept_presence(Handed, Left) ->
+    io_lib:format("Unavailable presence kept for the store: ~b handed to a member, ~b forgotten~n",
+                  [Handed, Left]).
 
 show(N) when is_integer(N) -> integer_to_list(N);
 show(B) when is_binary(B) -> binary_to_list(B);

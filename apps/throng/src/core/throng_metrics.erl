@@ -113,7 +113,12 @@ metrics() ->
      m(presence_deferred_skipped, counter, "presences",
        "Kept unavailable presence dropped because its resource was available again."),
      m(presence_deferred_dropped, counter, "presences",
-       "Unavailable presence not kept: 100,000 were waiting already.")].
+       "Unavailable presence not kept: 100,000 were waiting already."),
+     m(presence_deferred_handed, counter, "presences",
+       "Kept unavailable presence handed to another cluster member (this node stopped "
+       "or left the cluster)."),
+     m(presence_deferred_adopted, counter, "presences",
+       "Kept unavailable presence taken from a cluster member that stopped or left.")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

@@ -11,18 +11,23 @@
 %% turn). An entry whose resource is available again when its turn comes is
 %% dropped: its contacts already have the newer presence, and an old
 %% unavailable would hide it. At most ?MAX entries wait; beyond that a
-%% broadcast is dropped (counted, logged once per full spell). Entries live
-%% in this process only: a node that stops forgets them, and those contacts
-%% are not told (on a single node they end with it; in a cluster the
-%% sessions had already left the directory, so the other members' handling
-%% of a member that went down does not see them).
+%% broadcast is dropped (counted, logged once per full spell).
+%%
+%% Entries live in this process's memory. When it stops (the node stops,
+%% or leaves the cluster: {@link hand_over/0}) or crashes, it hands what it
+%% keeps to another cluster member, whose process keeps and sends it as its
+%% own: every member reads the same store, and the sessions had left the
+%% directory, so no member's handling of a node that went down would tell
+%% those contacts. Alone (or when no member takes them in time) the
+%% entries are forgotten, logged with their count; a node that is killed
+%% forgets them too.
 -module(throng_presence_retry).
 -behaviour(gen_server).
 
 -include("throng.hrl").
 
--export([start_link/0, later/4, waiting/0]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-export([start_link/0, later/4, waiting/0, hand_over/0]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 0}]).
 %% API used by tests and operators.
@@ -32,6 +37,13 @@
 -define(LAST_MS, 30000).
 -define(MAX, 100000).
 -define(BATCH, 500).
+%% Handing over: entries per call, how long a member may take to answer
+%% one, and how many members are tried (the supervisor's shutdown time for
+%% this process, in throng_sup, covers them).
+-define(HAND_CHUNK, 5000).
+-define(HAND_MS, 4000).
+-define(HAND_TRIES, 3).
+-define(HAND_OVER_MS, 60000).
 
 %% Who sends a kept broadcast: Module:Function(User, El), ok or raising
 %% storage_failed ({@link throng_presence:to_subscribers/2}). Named by the
@@ -65,23 +77,39 @@ later(User, El, Sender, Why) ->
 waiting() ->
     gen_server:call(?MODULE, waiting).
 
+%% @doc Hands every kept broadcast to another cluster member now (this node
+%% leaves the cluster: after, it has no member to hand them to). Returns
+%% how many went, and how many are still here (no member took them).
+-spec hand_over() -> {non_neg_integer(), non_neg_integer()}.
+hand_over() ->
+    gen_server:call(?MODULE, hand_over, ?HAND_OVER_MS).
+
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
+    %% terminate/2 runs when the node stops: what is kept goes to a member.
+    process_flag(trap_exit, true),
     {ok, #st{}}.
 
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
 handle_call(waiting, _From, St) ->
     {reply, St#st.len, St};
+handle_call(hand_over, _From, St) ->
+    St1 = hand(St),
+    {reply, {St#st.len - St1#st.len, St1#st.len}, St1};
+%% From a member that stops: the answer names what was taken, so that a
+%% member running an older version (which answers any call with ok) is
+%% not taken for one that keeps them.
+handle_call({adopt, From, Entries}, _From, St) ->
+    N = length(Entries),
+    logger:notice(#{what => unavailable_presence_adopted, from => From, count => N}),
+    throng_metrics:add(presence_deferred_adopted, N),
+    {reply, {adopted, N}, arm(lists:foldl(fun keep/2, St, Entries))};
 handle_call(_Req, _From, St) ->
     {reply, ok, St}.
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
-handle_cast({later, _User, _El, _Sender}, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
-    throng_metrics:incr(presence_deferred_dropped),
-    Full orelse logger:error(#{what => unavailable_presence_queue_full, waiting => Len}),
-    {noreply, St#st{full = true}};
-handle_cast({later, User, El, Sender}, #st{queue = Q, len = Len} = St) ->
-    {noreply, arm(St#st{queue = queue:in({User, El, Sender}, Q), len = Len + 1})};
+handle_cast({later, User, El, Sender}, St) ->
+    {noreply, arm(keep({User, El, Sender}, St))};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
@@ -90,6 +118,52 @@ handle_info(retry, St) ->
     {noreply, arm(turn(St#st{timer = undefined}, ?BATCH))};
 handle_info(_Msg, St) ->
     {noreply, St}.
+
+%% Stopping (or crashing): a member keeps what is here; alone, it is gone.
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, #st{len = 0}) ->
+    ok;
+terminate(_Reason, St) ->
+    #st{len = Left} = hand(St),
+    Left =:= 0 orelse
+        logger:warning(#{what => unavailable_presence_forgotten, count => Left,
+                         reason => no_member_took_it}),
+    ok.
+
+keep(_Entry, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
+    throng_metrics:incr(presence_deferred_dropped),
+    Full orelse logger:error(#{what => unavailable_presence_queue_full, waiting => Len}),
+    St#st{full = true};
+keep(Entry, #st{queue = Q, len = Len} = St) ->
+    St#st{queue = queue:in(Entry, Q), len = Len + 1}.
+
+%% Every entry to the first of (at most ?HAND_TRIES) other members that
+%% takes them, oldest first, ?HAND_CHUNK per call; what no member took
+%% stays.
+hand(#st{len = 0} = St) ->
+    St;
+hand(St) ->
+    hand(St, lists:sublist(throng_members:others(), ?HAND_TRIES)).
+
+hand(St, []) ->
+    St;
+hand(#st{len = 0} = St, _Members) ->
+    St;
+hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members) ->
+    {Chunk, Kept} = queue:split(min(Len, ?HAND_CHUNK), Q),
+    Entries = queue:to_list(Chunk),
+    try gen_server:call({?MODULE, Member}, {adopt, node(), Entries}, ?HAND_MS) of
+        {adopted, N} ->
+            throng_metrics:add(presence_deferred_handed, N),
+            logger:notice(#{what => unavailable_presence_handed_over, to => Member, count => N}),
+            hand(St#st{queue = Kept, len = Len - N}, Members);
+        _Old ->
+            hand(St, Rest)
+    catch exit:Why ->
+            logger:warning(#{what => unavailable_presence_hand_over_failed, to => Member,
+                             reason => Why}),
+            hand(St, Rest)
+    end.
 
 %% Up to N entries, oldest first, until a roster read fails.
 turn(#st{len = 0} = St, _N) ->
