@@ -39,6 +39,7 @@ groups() ->
                    session_end_keeps_its_mailbox_when_the_roster_read_fails,
                    unavailable_reaches_the_contacts_once_the_roster_reads_again,
                    kept_unavailable_is_dropped_when_the_resource_is_back,
+                   kept_unavailable_that_fails_to_send_is_dropped,
                    logout_records_last_activity_without_a_sync | Both]},
      {pgsql, [], [pool_process_down_fails_the_write, database_down_and_back,
                  offline_total_without_database_is_unknown | Both]}].
@@ -569,6 +570,21 @@ kept_unavailable_is_dropped_when_the_resource_is_back(_Config) ->
     {Skipped, Sent} = Before,
     ?assertEqual({Skipped + 1, Sent}, deferred_counts()),
     ok = throng_test_client:expect_nothing(B, 200).
+
+%% A kept broadcast whose sender fails otherwise than on the store is
+%% dropped (counted, logged); the process goes on. (Crashing, it would lose
+%% every other kept broadcast.)
+kept_unavailable_that_fails_to_send_is_dropped(_Config) ->
+    Pid = whereis(throng_presence_retry),
+    Dropped = throng_metrics:value(presence_deferred_dropped),
+    {ok, JID} = throng_jid:parse(<<"nobody@localhost/r">>),
+    El = #xmlel{name = <<"presence">>, attrs = [{<<"type">>, <<"unavailable">>}]},
+    %% erlang:error(JID, El): a sender that raises error:JID.
+    ok = throng_presence_retry:later(JID, El, {erlang, error}, test),
+    ok = throng_ct:wait_until(
+           fun() -> throng_metrics:value(presence_deferred_dropped) =:= Dropped + 1 end, 10000),
+    ?assertEqual(0, throng_presence_retry:waiting()),
+    ?assertEqual(Pid, whereis(throng_presence_retry)).
 
 deferred_counts() ->
     {throng_metrics:value(presence_deferred_skipped), throng_metrics:value(presence_deferred_sent)}.

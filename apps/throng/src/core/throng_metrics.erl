@@ -113,7 +113,8 @@ metrics() ->
      m(presence_deferred_skipped, counter, "presences",
        "Kept unavailable presence dropped because its resource was available again."),
      m(presence_deferred_dropped, counter, "presences",
-       "Unavailable presence not kept: 100,000 were waiting already."),
+       "Unavailable presence not kept (100,000 were waiting already), or dropped "
+       "because sending it failed otherwise than on the store (logged)."),
      m(presence_deferred_handed, counter, "presences",
        "Kept unavailable presence handed to another cluster member (this node stopped "
        "or left the cluster)."),

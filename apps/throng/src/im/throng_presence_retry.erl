@@ -14,13 +14,16 @@
 %% broadcast is dropped (counted, logged once per full spell).
 %%
 %% Entries live in this process's memory. When it stops (the node stops,
-%% or leaves the cluster: {@link hand_over/0}) or crashes, it hands what it
-%% keeps to another cluster member, whose process keeps and sends it as its
-%% own: every member reads the same store, and the sessions had left the
+%% or leaves the cluster: {@link hand_over/0}) it hands what it keeps to
+%% another cluster member, whose process keeps and sends it as its own:
+%% every member reads the same store, and the sessions had left the
 %% directory, so no member's handling of a node that went down would tell
 %% those contacts. Alone (or when no member takes them in time) the
-%% entries are forgotten, logged with their count; a node that is killed
-%% forgets them too.
+%% entries are forgotten, logged with their count; so are they when this
+%% process crashes (what it kept may be why: handed on, it could crash
+%% every member in turn) or the node is killed. A kept broadcast whose
+%% sending fails otherwise than on the store is dropped and logged, not a
+%% crash.
 -module(throng_presence_retry).
 -behaviour(gen_server).
 
@@ -119,15 +122,19 @@ handle_info(retry, St) ->
 handle_info(_Msg, St) ->
     {noreply, St}.
 
-%% Stopping (or crashing): a member keeps what is here; alone, it is gone.
+%% Stopping: a member keeps what is here; alone, it is gone.
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, #st{len = 0}) ->
     ok;
-terminate(_Reason, St) ->
+terminate(Reason, St) when Reason =:= shutdown; Reason =:= normal;
+                           element(1, Reason) =:= shutdown ->
     #st{len = Left} = hand(St),
     Left =:= 0 orelse
         logger:warning(#{what => unavailable_presence_forgotten, count => Left,
                          reason => no_member_took_it}),
+    ok;
+terminate(_Crash, #st{len = Len}) ->
+    logger:error(#{what => unavailable_presence_forgotten, count => Len, reason => crashed}),
     ok.
 
 keep(_Entry, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
@@ -181,15 +188,22 @@ turn(#st{queue = Q, len = Len} = St, N) ->
     end.
 
 send(#jid{user = U, server = S, resource = R} = User, El, {M, F}) ->
-    case lists:keymember(R, 1, throng_sm:available({U, S})) of
-        true ->
-            throng_metrics:incr(presence_deferred_skipped),
-            done;
-        false ->
-            try M:F(User, El) of
-                ok -> throng_metrics:incr(presence_deferred_sent), done
-            catch error:{storage_failed, _} -> failed
-            end
+    try
+        case lists:keymember(R, 1, throng_sm:available({U, S})) of
+            true -> skipped;
+            false -> ok = M:F(User, El), sent
+        end
+    of
+        skipped -> throng_metrics:incr(presence_deferred_skipped), done;
+        sent -> throng_metrics:incr(presence_deferred_sent), done
+    catch
+        error:{storage_failed, _} -> failed;
+        Class:Reason:Stack ->
+            throng_metrics:incr(presence_deferred_dropped),
+            logger:error(#{what => unavailable_presence_send_failed,
+                           jid => throng_jid:to_binary(User), class => Class,
+                           reason => Reason, stacktrace => Stack}),
+            done
     end.
 
 arm(#st{len = 0} = St) ->
