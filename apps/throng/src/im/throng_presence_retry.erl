@@ -41,12 +41,14 @@
 -define(MAX, 100000).
 -define(BATCH, 500).
 %% Handing over: entries per call, how long a member may take to answer
-%% one, and how many members are tried (the supervisor's shutdown time for
-%% this process, in throng_sup, covers them).
+%% one, how many members are tried, and how long it may take in all (what
+%% is not handed by then stays; hand_over/0's call and the supervisor's
+%% shutdown time for this process, 30 s in throng_sup, wait longer).
 -define(HAND_CHUNK, 5000).
 -define(HAND_MS, 4000).
 -define(HAND_TRIES, 3).
--define(HAND_OVER_MS, 60000).
+-define(HAND_TOTAL_MS, 20000).
+-define(HAND_OVER_MS, 25000).
 
 %% Who sends a kept broadcast: Module:Function(User, El), ok or raising
 %% storage_failed ({@link throng_presence:to_subscribers/2}). Named by the
@@ -145,31 +147,36 @@ keep(Entry, #st{queue = Q, len = Len} = St) ->
     St#st{queue = queue:in(Entry, Q), len = Len + 1}.
 
 %% Every entry to the first of (at most ?HAND_TRIES) other members that
-%% takes them, oldest first, ?HAND_CHUNK per call; what no member took
-%% stays.
-hand(#st{len = 0} = St) ->
-    St;
+%% takes them, oldest first, ?HAND_CHUNK per call, within ?HAND_TOTAL_MS;
+%% what no member took stays.
 hand(St) ->
-    hand(St, lists:sublist(throng_members:others(), ?HAND_TRIES)).
+    Deadline = erlang:monotonic_time(millisecond) + ?HAND_TOTAL_MS,
+    hand(St, lists:sublist(throng_members:others(), ?HAND_TRIES), Deadline).
 
-hand(St, []) ->
+hand(#st{len = 0} = St, _Members, _Deadline) ->
     St;
-hand(#st{len = 0} = St, _Members) ->
+hand(St, [], _Deadline) ->
     St;
-hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members) ->
-    {Chunk, Kept} = queue:split(min(Len, ?HAND_CHUNK), Q),
-    Entries = queue:to_list(Chunk),
-    try gen_server:call({?MODULE, Member}, {adopt, node(), Entries}, ?HAND_MS) of
-        {adopted, N} ->
-            throng_metrics:add(presence_deferred_handed, N),
-            logger:notice(#{what => unavailable_presence_handed_over, to => Member, count => N}),
-            hand(St#st{queue = Kept, len = Len - N}, Members);
-        _Old ->
-            hand(St, Rest)
-    catch exit:Why ->
-            logger:warning(#{what => unavailable_presence_hand_over_failed, to => Member,
-                             reason => Why}),
-            hand(St, Rest)
+hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members, Deadline) ->
+    case Deadline - erlang:monotonic_time(millisecond) of
+        Left when Left =< 0 ->
+            St;
+        Left ->
+            {Chunk, Kept} = queue:split(min(Len, ?HAND_CHUNK), Q),
+            try gen_server:call({?MODULE, Member}, {adopt, node(), queue:to_list(Chunk)},
+                                min(?HAND_MS, Left)) of
+                {adopted, N} ->
+                    throng_metrics:add(presence_deferred_handed, N),
+                    logger:notice(#{what => unavailable_presence_handed_over, to => Member,
+                                    count => N}),
+                    hand(St#st{queue = Kept, len = Len - N}, Members, Deadline);
+                _Old ->
+                    hand(St, Rest, Deadline)
+            catch exit:Why ->
+                    logger:warning(#{what => unavailable_presence_hand_over_failed,
+                                     to => Member, reason => Why}),
+                    hand(St, Rest, Deadline)
+            end
     end.
 
 %% Up to N entries, oldest first, until a roster read fails.
