@@ -15,7 +15,8 @@
 %% │   ├── throng_cluster       cluster membership: seeds, members up and down
 %% │   └── throng_presence_retry unavailable presence kept while the store cannot
 %% │                            read the roster, sent when it answers again (handed
-%% │                            to a member when this node stops)
+%% │                            to a member when this node stops; a copy at one
+%% │                            member, sent from there if this node dies)
 %% └── throng_listeners_sup     one throng_listener_sup per configured listener
 %% '''
 %% rest_for_one: everything after the table owner uses its tables, so were

@@ -45,7 +45,9 @@ all() ->
      inflight_recovered_after_a_restart_of_the_membership_process,
      sweep_leaves_the_inflight_of_a_running_node, detached_mark_after_the_members_change_back,
      keep_at_a_silent_node_holds_up_no_one_else, private_and_pep_writes_while_a_node_hangs,
-     archive_key_made_while_a_node_hangs, kept_unavailable_goes_to_a_member_when_its_node_stops].
+     archive_key_made_while_a_node_hangs, kept_unavailable_goes_to_a_member_when_its_node_stops,
+     kept_unavailable_survives_a_kill_of_its_node, kept_unavailable_copy_moves_when_its_holder_dies,
+     kept_unavailable_survives_a_crash_of_its_process].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -1234,6 +1236,74 @@ kept_unavailable_goes_to_a_member_when_its_node_stops(Config) ->
     ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
     ?assertEqual(Before + 1, Adopted()),
     ?C:close(B).
+
+%% What a node keeps is copied to one member (the next in sorted order):
+%% when the node is killed, that member sends it.
+kept_unavailable_survives_a_kill_of_its_node(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    Before = erpc:call(N3, throng_metrics, value, [presence_deferred_adopted]),
+    {B, From} = alice_kept(N1, N2, N3),
+    0 = erpc:call(N1, throng_presence_retry, copies, []),
+    ok = ?C:expect_nothing(B, 300),
+    erpc:cast(N2, erlang, halt, [137]),
+    U = wait_for(B, From),
+    ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
+    ?assertEqual(Before + 1, erpc:call(N3, throng_metrics, value, [presence_deferred_adopted])),
+    0 = erpc:call(N3, throng_presence_retry, copies, []),
+    %% Sent once: the copy was the only one.
+    ok = ?C:expect_nothing(B, 1000),
+    ?C:close(B).
+
+%% The member holding the copy dies first: the node copies what it keeps
+%% to another member, which sends it when the node is killed in turn.
+kept_unavailable_copy_moves_when_its_holder_dies(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    {B, From} = alice_kept(N1, N2, N3),
+    erpc:cast(N3, erlang, halt, [137]),
+    wait_until(fun() -> erpc:call(N1, throng_presence_retry, copies, []) =:= 1 end),
+    ok = ?C:expect_nothing(B, 300),
+    erpc:cast(N2, erlang, halt, [137]),
+    U = wait_for(B, From),
+    ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
+    ?C:close(B).
+
+%% The process keeping it crashes (its node lives on): the holder of the
+%% copy sends it; the restarted process starts empty. A crash of the
+%% holder's process makes the node copy it again.
+kept_unavailable_survives_a_crash_of_its_process(Config) ->
+    [N1, N2, N3] = ?config(nodes, Config),
+    {B, From} = alice_kept(N1, N2, N3),
+    Kill = fun(N) -> erpc:call(N, fun() -> exit(whereis(throng_presence_retry), kill) end) end,
+    true = Kill(N3),
+    wait_until(fun() -> retry_count(N3, copies) =:= 1 end),
+    ok = ?C:expect_nothing(B, 300),
+    true = Kill(N2),
+    U = wait_for(B, From),
+    ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
+    wait_until(fun() -> retry_count(N2, waiting) =:= 0 end),
+    0 = erpc:call(N3, throng_presence_retry, waiting, []),
+    ok = ?C:expect_nothing(B, 1000),
+    ?C:close(B).
+
+%% throng_presence_retry:F() on Node; none while it restarts.
+retry_count(Node, F) ->
+    try erpc:call(Node, throng_presence_retry, F, [])
+    catch error:{exception, {noproc, _}, _} -> none
+    end.
+
+%% Bob online on N1 sees Alice on N2; her session ends while her roster
+%% cannot be read there: her unavailable presence is kept on N2, its copy
+%% on N3 (the next member). Bob's client and the test for her stanzas.
+alice_kept(N1, N2, N3) ->
+    B = online(<<"bob">>, <<"b">>, N1),
+    A = online(<<"alice">>, <<"a">>, N2),
+    From = fun(El) -> throng_xml:attr(<<"from">>, El) =:= <<"alice@localhost/a">> end,
+    _ = wait_for(B, From),
+    ok = erpc:call(N2, throng_ct, fail_roster_reads, [<<"alice">>]),
+    ?C:close(A),
+    wait_until(fun() -> erpc:call(N2, throng_presence_retry, waiting, []) =:= 1 end),
+    wait_until(fun() -> erpc:call(N3, throng_presence_retry, copies, []) =:= 1 end),
+    {B, From}.
 
 node_loss_and_return(Config) ->
     [N1, N2, N3] = Nodes = ?config(nodes, Config),

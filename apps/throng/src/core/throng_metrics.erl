@@ -119,7 +119,9 @@ metrics() ->
        "Kept unavailable presence handed to another cluster member (this node stopped "
        "or left the cluster)."),
      m(presence_deferred_adopted, counter, "presences",
-       "Kept unavailable presence taken from a cluster member that stopped or left.")].
+       "Kept unavailable presence taken from a cluster member: handed over when it stopped "
+       "or left, or the copies held here of what it kept when it was killed or its process "
+       "went.")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

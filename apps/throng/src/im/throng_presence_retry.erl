@@ -13,28 +13,32 @@
 %% unavailable would hide it. At most ?MAX entries wait; beyond that a
 %% broadcast is dropped (counted, logged once per full spell).
 %%
-%% Entries live in this process's memory. When it stops (the node stops,
-%% or leaves the cluster: {@link hand_over/0}) it hands what it keeps to
-%% another cluster member, whose process keeps and sends it as its own:
-%% every member reads the same store, and the sessions had left the
-%% directory, so no member's handling of a node that went down would tell
-%% those contacts. Alone (or when no member takes them in time) the
-%% entries are forgotten, logged with their count; so are they when this
-%% process crashes (what it kept may be why: handed on, it could crash
-%% every member in turn) or the node is killed. A kept broadcast whose
-%% sending fails otherwise than on the store is dropped and logged, not a
-%% crash.
+%% Entries live in this process's memory, and a copy of each in the same
+%% process of one other cluster member, its **copy holder** (the next
+%% connected member after this node in sorted order; another when that one
+%% goes). When this node is killed (or the process stops), the holder keeps
+%% the copies as its own and sends them: every member reads the same store,
+%% and the sessions had left the directory, so no member's handling of a
+%% node that went down would tell those contacts. When this process stops
+%% (the node stops, or leaves the cluster: {@link hand_over/0}) it also
+%% hands what it keeps to a member at once. When it crashes, what it kept
+%% is forgotten, here and at the holder (what it kept may be why: taken on,
+%% it could crash every member in turn). A broadcast may so be sent twice
+%% (a netsplit between this node and the holder: both send it), which
+%% tells the contacts nothing new; alone, a killed node's entries are
+%% lost. A kept broadcast whose sending fails otherwise than on the store
+%% is dropped and logged, not a crash.
 -module(throng_presence_retry).
 -behaviour(gen_server).
 
 -include("throng.hrl").
 
--export([start_link/0, later/4, waiting/0, hand_over/0]).
+-export([start_link/0, later/4, waiting/0, copies/0, hand_over/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 %% Called by supervisors (child specs) and proc_lib.
 -ignore_xref([{start_link, 0}]).
 %% API used by tests and operators.
--ignore_xref([{waiting, 0}]).
+-ignore_xref([{waiting, 0}, {copies, 0}]).
 
 -define(FIRST_MS, 1000).
 -define(LAST_MS, 30000).
@@ -56,11 +60,23 @@
 -type sender() :: {module(), atom()}.
 -export_type([sender/0]).
 
--record(st, {queue = queue:new() :: queue:queue({#jid{}, #xmlel{}, sender()}),
+-type entry() :: {#jid{}, #xmlel{}, sender()}.
+-type id() :: pos_integer().
+
+-record(st, {queue = queue:new() :: queue:queue({id(), entry()}),
              len = 0 :: non_neg_integer(),
              delay = ?FIRST_MS :: non_neg_integer(),
              timer :: reference() | undefined,
-             full = false :: boolean()}).
+             full = false :: boolean(),
+             %% The member holding the copies of the entries here, and
+             %% what changed since it was last told (newest first).
+             holder = none :: node() | none,
+             holder_mon :: reference() | undefined,
+             new = [] :: [{id(), entry()}],
+             gone = [] :: [id()],
+             sync = false :: boolean(),
+             %% The copies this process holds for other members, by member.
+             copies = #{} :: #{node() => {reference(), #{id() => entry()}}}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -82,6 +98,11 @@ later(User, El, Sender, Why) ->
 waiting() ->
     gen_server:call(?MODULE, waiting).
 
+%% @doc How many copies of other members' kept broadcasts this node holds.
+-spec copies() -> non_neg_integer().
+copies() ->
+    gen_server:call(?MODULE, copies).
+
 %% @doc Hands every kept broadcast to another cluster member now (this node
 %% leaves the cluster: after, it has no member to hand them to). Returns
 %% how many went, and how many are still here (no member took them).
@@ -98,53 +119,169 @@ init([]) ->
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
 handle_call(waiting, _From, St) ->
     {reply, St#st.len, St};
+handle_call(copies, _From, #st{copies = Copies} = St) ->
+    {reply, lists:sum([map_size(Es) || {_, Es} <- maps:values(Copies)]), St};
 handle_call(hand_over, _From, St) ->
-    St1 = hand(St),
+    St1 = sync(hand(St)),
     {reply, {St#st.len - St1#st.len, St1#st.len}, St1};
 %% From a member that stops: the answer names what was taken, so that a
 %% member running an older version (which answers any call with ok) is
 %% not taken for one that keeps them.
 handle_call({adopt, From, Entries}, _From, St) ->
-    N = length(Entries),
-    logger:notice(#{what => unavailable_presence_adopted, from => From, count => N}),
-    throng_metrics:add(presence_deferred_adopted, N),
-    {reply, {adopted, N}, arm(lists:foldl(fun keep/2, St, Entries))};
+    {reply, {adopted, length(Entries)}, adopt(From, handed_over, Entries, St)};
 handle_call(_Req, _From, St) ->
     {reply, ok, St}.
 
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
 handle_cast({later, User, El, Sender}, St) ->
     {noreply, arm(keep({User, El, Sender}, St))};
+%% A member's copies: all of them (replacing what was held), more, or
+%% those it no longer keeps.
+handle_cast({copies, Origin, Entries}, #st{copies = Copies} = St) ->
+    Rest = case maps:take(Origin, Copies) of
+               {{Mon, _}, Others} -> demonitor(Mon, [flush]), Others;
+               error -> Copies
+           end,
+    {noreply, copy(Origin, Entries, St#st{copies = Rest})};
+handle_cast({copy, Origin, Entries}, St) ->
+    {noreply, copy(Origin, Entries, St)};
+handle_cast({forget, Origin, Ids}, #st{copies = Copies} = St) ->
+    case Copies of
+        #{Origin := {Mon, Es}} ->
+            {noreply, St#st{copies = Copies#{Origin := {Mon, maps:without(Ids, Es)}}}};
+        #{} ->
+            {noreply, St}
+    end;
 handle_cast(_Msg, St) ->
     {noreply, St}.
 
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 handle_info(retry, St) ->
-    {noreply, arm(turn(St#st{timer = undefined}, ?BATCH))};
+    St1 = turn(St#st{timer = undefined}, ?BATCH),
+    %% A member may have come since a copy holder was last looked for.
+    {noreply, arm(ask_sync(St1, St1#st.gone =/= [] orelse St1#st.holder =:= none))};
+handle_info(sync, St) ->
+    {noreply, sync(St)};
+%% The holder of the copies went (its node, or its process): another
+%% member is looked for in a while (at once could be the same process
+%% coming back, or not yet registered).
+handle_info({'DOWN', Mon, process, _, _}, #st{holder_mon = Mon, sync = Sync} = St) ->
+    Sync orelse erlang:send_after(?FIRST_MS, self(), sync),
+    {noreply, St#st{holder = none, holder_mon = undefined, sync = true}};
+%% A member whose copies are held here went (killed, stopped, crashed,
+%% or cut off): they are kept and sent from here.
+handle_info({'DOWN', Mon, process, {?MODULE, Origin}, Why}, #st{copies = Copies} = St) ->
+    case maps:take(Origin, Copies) of
+        {{Mon, Es}, Rest} ->
+            {noreply, arm(adopt(Origin, Why, maps:values(Es), St#st{copies = Rest}))};
+        _ ->
+            {noreply, St}
+    end;
 handle_info(_Msg, St) ->
     {noreply, St}.
 
-%% Stopping: a member keeps what is here; alone, it is gone.
+%% Stopping: a member keeps what is here (taken now, or the copies'
+%% holder when this process has gone); alone, it is gone.
 -spec terminate(term(), #st{}) -> ok.
-terminate(_Reason, #st{len = 0}) ->
+terminate(_Reason, #st{len = 0} = St) ->
+    %% The holder forgets what was sent since it was last told.
+    _ = sync(St),
     ok;
 terminate(Reason, St) when Reason =:= shutdown; Reason =:= normal;
                            element(1, Reason) =:= shutdown ->
-    #st{len = Left} = hand(St),
-    Left =:= 0 orelse
-        logger:warning(#{what => unavailable_presence_forgotten, count => Left,
-                         reason => no_member_took_it}),
+    left(sync(hand(St)), no_member_took_it);
+terminate(_Crash, St) ->
+    left(sync(St), crashed).
+
+left(#st{len = 0}, _Why) ->
     ok;
-terminate(_Crash, #st{len = Len}) ->
-    logger:error(#{what => unavailable_presence_forgotten, count => Len, reason => crashed}),
-    ok.
+left(#st{len = Len, holder = none}, Why) ->
+    logger:error(#{what => unavailable_presence_forgotten, count => Len, reason => Why});
+left(#st{len = Len, holder = Holder}, Why) ->
+    logger:warning(#{what => unavailable_presence_left_to_holder, count => Len,
+                     holder => Holder, reason => Why}).
 
 keep(_Entry, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
     throng_metrics:incr(presence_deferred_dropped),
     Full orelse logger:error(#{what => unavailable_presence_queue_full, waiting => Len}),
     St#st{full = true};
-keep(Entry, #st{queue = Q, len = Len} = St) ->
-    St#st{queue = queue:in(Entry, Q), len = Len + 1}.
+keep(Entry, #st{queue = Q, len = Len, new = New} = St) ->
+    Item = {erlang:unique_integer([positive, monotonic]), Entry},
+    ask_sync(St#st{queue = queue:in(Item, Q), len = Len + 1, new = [Item | New]}, true).
+
+adopt(From, Why, Entries, St) ->
+    N = length(Entries),
+    logger:notice(#{what => unavailable_presence_adopted, from => From, count => N,
+                    reason => Why}),
+    throng_metrics:add(presence_deferred_adopted, N),
+    arm(lists:foldl(fun keep/2, St, Entries)).
+
+%% Copies from Origin added to what is held; the first watches Origin's
+%% process.
+copy(_Origin, [], St) ->
+    St;
+copy(Origin, Entries, #st{copies = Copies} = St) ->
+    {Mon, Es} = case Copies of
+                    #{Origin := Held} -> Held;
+                    #{} -> {monitor(process, {?MODULE, Origin}), #{}}
+                end,
+    St#st{copies = Copies#{Origin => {Mon, maps:merge(Es, maps:from_list(Entries))}}}.
+
+%% The copy holder told what changed, once for what came in the mailbox
+%% meanwhile.
+ask_sync(#st{sync = false} = St, true) ->
+    self() ! sync,
+    St#st{sync = true};
+ask_sync(St, _) ->
+    St.
+
+sync(St0) ->
+    St = St0#st{sync = false},
+    case {holder(St), St#st.holder} of
+        {none, _} ->
+            St#st{holder = none, holder_mon = undefined, new = [], gone = []};
+        {Same, Same} ->
+            St#st.new =:= [] orelse tell(Same, {copy, node(), lists:reverse(St#st.new)}),
+            St#st.gone =:= [] orelse tell(Same, {forget, node(), St#st.gone}),
+            St#st{new = [], gone = []};
+        {Holder, Old} ->
+            Old =:= none orelse tell(Old, {copies, node(), []}),
+            is_reference(St#st.holder_mon) andalso demonitor(St#st.holder_mon, [flush]),
+            Mon = monitor(process, {?MODULE, Holder}),
+            {First, Rest} = lists:split(min(St#st.len, ?HAND_CHUNK), queue:to_list(St#st.queue)),
+            tell(Holder, {copies, node(), First}),
+            send_chunks(Holder, Rest),
+            St#st{holder = Holder, holder_mon = Mon, new = [], gone = []}
+    end.
+
+send_chunks(_Holder, []) ->
+    ok;
+send_chunks(Holder, Items) ->
+    {Chunk, Rest} = lists:split(min(length(Items), ?HAND_CHUNK), Items),
+    tell(Holder, {copy, node(), Chunk}),
+    send_chunks(Holder, Rest).
+
+%% A cast that never sets up a connection (to a member that has just
+%% gone, it is lost, as the member's copies are).
+tell(Node, Msg) ->
+    _ = erlang:send({?MODULE, Node}, {'$gen_cast', Msg}, [noconnect]),
+    ok.
+
+%% Who holds the copies: the holder as long as it is a connected member,
+%% else the next connected member after this node in sorted order; none
+%% when there is none, or nothing is kept and none was chosen.
+holder(#st{len = 0, holder = none}) ->
+    none;
+holder(#st{holder = Holder}) ->
+    Others = [N || N <- throng_members:others(), lists:member(N, nodes())],
+    case lists:member(Holder, Others) of
+        true -> Holder;
+        false ->
+            case [N || N <- Others, N > node()] of
+                [Next | _] -> Next;
+                [] -> case Others of [First | _] -> First; [] -> none end
+            end
+    end.
 
 %% Every entry to the first of (at most ?HAND_TRIES) other members that
 %% takes them, oldest first, ?HAND_CHUNK per call, within ?HAND_TOTAL_MS;
@@ -163,13 +300,17 @@ hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members, Deadline) ->
             St;
         Left ->
             {Chunk, Kept} = queue:split(min(Len, ?HAND_CHUNK), Q),
-            try gen_server:call({?MODULE, Member}, {adopt, node(), queue:to_list(Chunk)},
+            Items = queue:to_list(Chunk),
+            try gen_server:call({?MODULE, Member},
+                                {adopt, node(), [Entry || {_, Entry} <- Items]},
                                 min(?HAND_MS, Left)) of
                 {adopted, N} ->
                     throng_metrics:add(presence_deferred_handed, N),
                     logger:notice(#{what => unavailable_presence_handed_over, to => Member,
                                     count => N}),
-                    hand(St#st{queue = Kept, len = Len - N}, Members, Deadline);
+                    hand(St#st{queue = Kept, len = Len - N,
+                               gone = [Id || {Id, _} <- Items] ++ St#st.gone},
+                         Members, Deadline);
                 _Old ->
                     hand(St, Rest, Deadline)
             catch exit:Why ->
@@ -185,12 +326,13 @@ turn(#st{len = 0} = St, _N) ->
 turn(St, 0) ->
     St#st{delay = 0};
 turn(#st{queue = Q, len = Len} = St, N) ->
-    {{value, {User, El, Sender} = Entry}, Rest} = queue:out(Q),
+    {{value, {Id, {User, El, Sender}} = Item}, Rest} = queue:out(Q),
     case send(User, El, Sender) of
         done ->
-            turn(St#st{queue = Rest, len = Len - 1, delay = ?FIRST_MS, full = false}, N - 1);
+            turn(St#st{queue = Rest, len = Len - 1, delay = ?FIRST_MS, full = false,
+                       gone = [Id | St#st.gone]}, N - 1);
         failed ->
-            St#st{queue = queue:in_r(Entry, Rest),
+            St#st{queue = queue:in_r(Item, Rest),
                   delay = min(?LAST_MS, max(?FIRST_MS, 2 * St#st.delay))}
     end.
 
