@@ -73,7 +73,51 @@ section_test() ->
     ?assert(close(1.8, maps:get(cpu_ms_per_logout, N1))),
     ?assert(close(1.8, maps:get(cpu_ms_per_logout, N2))),
     ?assertMatch(#{logouts := 100}, T),
-    ?assert(close(1.8, maps:get(cpu_ms_per_logout, T))).
+    ?assert(close(1.8, maps:get(cpu_ms_per_logout, T))),
+    %% hold window: t=4 (after the last login up to the peak), 1 s with 100
+    %% sessions (the mean of t=3's 100 and t=4's 100): node 1 spent 0.05 s,
+    %% 500 us per session and second; node 2 the same
+    ?assertMatch(#{hold_window_s := 1.0}, T),
+    ?assert(close(500.0, maps:get(cpu_us_per_session_s, N1))),
+    ?assert(close(1000.0, maps:get(cpu_us_per_session_s, T))),
+    %% net login CPU: the login window's session-seconds are (0+40)/2 +
+    %% (40+100)/2 = 90, so node 1's 1.0 s less 90 x 500 us = 0.955 s for
+    %% 50 logins; node 2's 0.6 s less 0.045 s; the cluster's 1.6 - 0.09 s
+    %% for 100
+    ?assert(close(19.1, maps:get(cpu_ms_per_login_net, N1))),
+    ?assert(close(11.1, maps:get(cpu_ms_per_login_net, N2))),
+    ?assert(close(15.1, maps:get(cpu_ms_per_login_net, T))),
+    %% net logout CPU: t=5 has (100+0)/2 = 50 session-seconds: 0.09 s less
+    %% 0.025 s for node 1's 50 logouts
+    ?assert(close(1.3, maps:get(cpu_ms_per_logout_net, N1))),
+    ?assert(close(1.3, maps:get(cpu_ms_per_logout_net, T))).
+
+%% The hold window: the rows after the login window up to the peak row.
+hold_window_test() ->
+    Rows = rows(),
+    Window = throng_bench_cluster:login_window(Rows),
+    Peak = lists:nth(4, Rows),
+    ?assertEqual([{Peak, 1.0}], throng_bench_cluster:hold_window(Rows, Window, Peak)),
+    ?assertEqual([], throng_bench_cluster:hold_window(Rows, [], Peak)),
+    ?assertEqual([], throng_bench_cluster:hold_window(Rows, Window, #{})),
+    %% a peak inside the login window (the run cut early): no hold
+    ?assertEqual([], throng_bench_cluster:hold_window(Rows, Window, lists:nth(3, Rows))),
+    %% 25 s of hold: 5 cut at each end
+    Long = lists:sublist(Rows, 3) ++ [Peak#{t => 3.0 + I} || I <- lists:seq(1, 25)],
+    Hold = throng_bench_cluster:hold_window(Long, throng_bench_cluster:login_window(Long),
+                                            lists:last(Long)),
+    ?assertEqual([9.0, 10.0, 23.0], [maps:get(t, R) || {R, _} <- [hd(Hold), lists:nth(2, Hold),
+                                                                  lists:last(Hold)]]),
+    ?assertEqual(15, length(Hold)).
+
+%% Without a hold window the net figures are undefined, not the gross ones.
+no_hold_no_net_test() ->
+    Rows = [R || R = #{t := T} <- rows(), T =/= 4.0],
+    #{nodes := [N1, _], total := T} =
+        throng_bench_cluster:section([<<"h:1">>, <<"h:2">>], servers0(), last(), Rows),
+    ?assertMatch(#{cpu_us_per_session_s := undefined, cpu_ms_per_login_net := undefined}, N1),
+    ?assertMatch(#{cpu_us_per_session_s := undefined, cpu_ms_per_login_net := undefined,
+                   cpu_ms_per_logout_net := undefined}, T).
 
 %% The logout window stops at the first row with no session; a run cut
 %% before that ends it at the last row, and counts the sessions lost so far.

@@ -21,14 +21,29 @@
 %%   after the peak row up to the first with no session left, or the last
 %%   row; the messages of the users still online included) / the sessions
 %%   its target lost over it; cluster-wide: the sum / all sessions lost.
+%% - CPU per online session and second: a node's CPU time over the hold
+%%   window (the rows after the login window up to the peak row: every user
+%%   online, chatting as the scenario says, nobody logging in or out; 5 s
+%%   cut at each end when more than 20 remain) / the
+%%   session-seconds of the cluster over it (each row's mean of its own and
+%%   the row before's sessions, times its seconds); cluster-wide: the sum.
+%% - Net CPU per login (and logout): the CPU time over the window less what
+%%   the sessions online during it would have spent anyway (the cost per
+%%   session and second above times the window's session-seconds), per
+%%   login (logout). The gross figure charges each login with the chatting
+%%   of every user already online; the net one estimates what a login
+%%   itself costs. The node's fixed cost is spread over the hold's
+%%   sessions, so fewer online during a window leave a part of it in: the
+%%   net figure is if anything high. Undefined without a hold window.
 %%
 %% Pure functions of the summary's inputs, so tested without a server.
 -module(throng_bench_cluster).
 
--export([section/4, login_window/1, logout_window/2, login_window_cpu_s/2, table/1,
-         nodes_csv_columns/0, nodes_csv_lines/1]).
-%% logout_window/2: section/4 uses it; exported for its EUnit test.
--ignore_xref([{logout_window, 2}]).
+-export([section/4, login_window/1, logout_window/2, hold_window/3, login_window_cpu_s/2,
+         table/1, nodes_csv_columns/0, nodes_csv_lines/1]).
+%% logout_window/2, hold_window/3: section/4 uses them; exported for their
+%% EUnit tests.
+-ignore_xref([{logout_window, 2}, {hold_window, 3}]).
 
 %% @doc The section, or undefined for a run against one server.
 %% Targets: the target labels; Servers0: [{Pid, SampleBeforeRun}];
@@ -50,14 +65,25 @@ section(N, Targets, Servers0, #{counters := C} = Last, Rows) ->
            end,
     Window = login_window(Rows),
     Out = logout_window(Rows, Peak),
-    Nodes = [node(I, nth(I, Targets), nth(I, Servers0), nth(I, PerTarget), Peak, Rows,
-                  {Window, Out})
+    Hold = hold_window(Rows, Window, Peak),
+    Means = session_means(Rows),
+    SessionS = fun(W) -> lists:sum([maps:get(maps:get(t, R), Means) * Dt || {R, Dt} <- W]) end,
+    Ws = #{login => Window, logout => Out, hold => Hold,
+           session_s => maps:from_list([{K, SessionS(W)} || {K, W} <- [{login, Window},
+                                                                       {logout, Out},
+                                                                       {hold, Hold}]])},
+    Nodes = [node(I, nth(I, Targets), nth(I, Servers0), nth(I, PerTarget), Peak, Rows, Ws)
              || I <- lists:seq(1, N)],
     Growths = [G || #{rss_growth_bytes := G} <- Nodes, is_integer(G)],
     Sampled = length(Growths) =:= length(Servers0) andalso Growths =/= [],
     SessionsPeak = maps:get(sessions, Peak, 0),
     Cpu = [X || #{cpu_s_login_window := X} <- Nodes, is_number(X)],
     CpuOut = [X || #{cpu_s_logout_window := X} <- Nodes, is_number(X)],
+    Net = fun(K) -> case [X || #{K := X} <- Nodes, is_number(X)] of
+                        L when length(L) =:= length(Servers0) -> sum_or_undefined(L);
+                        _ -> undefined
+                    end
+          end,
     Logouts = logouts(fun(R) -> maps:get(sessions, R, undefined) end, Peak, Out),
     Logins = maps:get(logins, C, 0),
     #{nodes => Nodes,
@@ -82,7 +108,11 @@ section(N, Targets, Servers0, #{counters := C} = Last, Rows) ->
                  cpu_ms_per_login => per_unit(sum_or_undefined(Cpu), Logins),
                  logouts => Logouts,
                  cpu_s_logout_window => sum_or_undefined(CpuOut),
-                 cpu_ms_per_logout => per_unit(sum_or_undefined(CpuOut), Logouts)}}.
+                 cpu_ms_per_logout => per_unit(sum_or_undefined(CpuOut), Logouts),
+                 hold_window_s => lists:sum([Dt || {_, Dt} <- Hold]),
+                 cpu_us_per_session_s => Net(cpu_us_per_session_s),
+                 cpu_ms_per_login_net => per_unit(Net(cpu_s_login_window_net), Logins),
+                 cpu_ms_per_logout_net => per_unit(Net(cpu_s_logout_window_net), Logouts)}}.
 
 %% The sessions lost over the logout window: at the peak row, less at the
 %% window's last row.
@@ -95,7 +125,8 @@ logouts(Sessions, Peak, Out) ->
         _ -> 0
     end.
 
-node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
+node(I, Target, Server, Counts, Peak, Rows,
+     #{login := Window, logout := Out, hold := Hold, session_s := SessionS}) ->
     Ix = I - 1,
     Sessions = fun(R) -> case nth(I, maps:get(targets, R, [])) of
                              #{sessions := S} -> S;
@@ -129,8 +160,11 @@ node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
                              true -> AtPeak - Low;
                              false -> undefined
                          end,
-                CpuS = login_window_cpu_s(Window, fun(R) -> node_value(Ix, cpu, R) end),
-                CpuOut = login_window_cpu_s(Out, fun(R) -> node_value(Ix, cpu, R) end),
+                CpuFun = fun(R) -> node_value(Ix, cpu, R) end,
+                CpuS = login_window_cpu_s(Window, CpuFun),
+                CpuOut = login_window_cpu_s(Out, CpuFun),
+                Rate = per_session_s(login_window_cpu_s(Hold, CpuFun), maps:get(hold, SessionS)),
+                NetS = fun(Gross, W) -> net(Gross, Rate, maps:get(W, SessionS)) end,
                 #{server_pid => Pid,
                   rss_start_bytes => Start,
                   rss_max_bytes => max_or_undefined([V || {_, V} <- RssRows]),
@@ -139,11 +173,18 @@ node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
                   rss_growth_bytes => Growth,
                   cpu_mean_pct => mean([node_value(Ix, cpu, R) || R <- Rows]),
                   cpu_s_login_window => CpuS,
-                  cpu_s_logout_window => CpuOut}
+                  cpu_s_logout_window => CpuOut,
+                  cpu_us_per_session_s => case Rate of
+                                              undefined -> undefined;
+                                              _ -> Rate * 1.0e6
+                                          end,
+                  cpu_s_login_window_net => NetS(CpuS, login),
+                  cpu_s_logout_window_net => NetS(CpuOut, logout)}
         end,
     Both = case {TargetPart, ServerPart} of
                {#{sessions_at_peak := S, logins := L},
-                #{rss_growth_bytes := G, cpu_s_login_window := Cs, cpu_s_logout_window := Co}} ->
+                #{rss_growth_bytes := G, cpu_s_login_window := Cs, cpu_s_logout_window := Co,
+                  cpu_s_login_window_net := Ns, cpu_s_logout_window_net := No}} ->
                    Logouts = logouts(Sessions, Peak, Out),
                    #{bytes_per_session_at_peak => case is_integer(G) andalso is_integer(S)
                                                       andalso S > 0 of
@@ -152,7 +193,9 @@ node(I, Target, Server, Counts, Peak, Rows, {Window, Out}) ->
                                                   end,
                      cpu_ms_per_login => per_unit(Cs, L),
                      logouts => Logouts,
-                     cpu_ms_per_logout => per_unit(Co, Logouts)};
+                     cpu_ms_per_logout => per_unit(Co, Logouts),
+                     cpu_ms_per_login_net => per_unit(Ns, L),
+                     cpu_ms_per_logout_net => per_unit(No, Logouts)};
                _ -> #{}
            end,
     maps:merge(maps:merge(#{node => I, target => Target}, TargetPart),
@@ -193,6 +236,42 @@ logout_window(Rows, Peak) ->
             Leaving ++ lists:sublist(Rest, 1)
     end.
 
+%% @doc The rows after the login window up to the peak row (every user
+%% online, none logging in or out), each with the seconds it covers, 5 cut
+%% at each end when more than 20 remain (the last logins' after-effects, as
+%% bench/plateau.py cuts them); none without a login window or a peak.
+-spec hold_window([map()], [{map(), number()}], map()) -> [{map(), number()}].
+hold_window(Rows, Window, Peak) ->
+    case {Window, maps:get(t, Peak, undefined)} of
+        {[], _} -> [];
+        {_, undefined} -> [];
+        {_, PeakT} ->
+            {Last, _} = lists:last(Window),
+            LastT = maps:get(t, Last),
+            Hold = [RT || {R, _} = RT <- timed(Rows), maps:get(t, R) > LastT,
+                          maps:get(t, R) =< PeakT],
+            case length(Hold) of
+                N when N > 20 -> lists:sublist(Hold, 6, N - 10);
+                _ -> Hold
+            end
+    end.
+
+%% The sessions online over the second each row covers, by the row's t:
+%% the mean of its count and the row before's (0 before the first).
+session_means(Rows) ->
+    Counts = [maps:get(sessions, R, 0) || R <- Rows],
+    maps:from_list(lists:zipwith(fun(R, Before) ->
+                                         {maps:get(t, R), (Before + maps:get(sessions, R, 0)) / 2}
+                                 end, Rows, [0 | lists:droplast(Counts)])).
+
+%% CPU seconds per session-second, undefined without both.
+per_session_s(CpuS, SessionS) when is_number(CpuS), SessionS > 0 -> CpuS / SessionS;
+per_session_s(_, _) -> undefined.
+
+%% A window's CPU seconds less what its sessions cost at Rate.
+net(Gross, Rate, SessionS) when is_number(Gross), is_number(Rate) -> Gross - Rate * SessionS;
+net(_, _, _) -> undefined.
+
 %% Each row with the seconds it covers (since the row before; the first
 %% since 0).
 timed([]) -> [];
@@ -224,7 +303,8 @@ per_unit(_, _) -> undefined.
 -spec table(map()) -> iodata().
 table(#{nodes := Nodes, total := T}) ->
     Head = ["node", "target", "server pid", "sessions", "logins", "failed", "lost msgs",
-            "RSS growth", "B/session", "CPU ms/login", "CPU ms/logout", "CPU mean %"],
+            "RSS growth", "B/session", "CPU ms/login", "CPU ms/logout", "net ms/login",
+            "net ms/logout", "us/session-s", "CPU mean %"],
     Cells = fun(R) ->
                     [fmt(maps:get(target, R, undefined)), fmt(maps:get(server_pid, R, undefined)),
                      fmt(maps:get(sessions_at_peak, R, undefined)), fmt(maps:get(logins, R, undefined)),
@@ -233,6 +313,9 @@ table(#{nodes := Nodes, total := T}) ->
                      fmt(maps:get(bytes_per_session_at_peak, R, undefined)),
                      fmt(maps:get(cpu_ms_per_login, R, undefined)),
                      fmt(maps:get(cpu_ms_per_logout, R, undefined)),
+                     fmt(maps:get(cpu_ms_per_login_net, R, undefined)),
+                     fmt(maps:get(cpu_ms_per_logout_net, R, undefined)),
+                     fmt(maps:get(cpu_us_per_session_s, R, undefined)),
                      fmt(maps:get(cpu_mean_pct, R, undefined))]
             end,
     Lines = [Head]

@@ -102,7 +102,9 @@ cluster_table(#{nodes := Nodes, total := T}) ->
     Cols = [{sessions_at_peak, "sessions"}, {logins, "logins"}, {failed, "failed"},
             {messages_lost, "lost msgs"}, {rss_growth_bytes, "RSS growth"},
             {bytes_per_session_at_peak, "B/session"}, {cpu_ms_per_login, "CPU ms/login"},
-            {cpu_ms_per_logout, "CPU ms/logout"}, {cpu_mean_pct, "CPU mean %"}],
+            {cpu_ms_per_logout, "CPU ms/logout"}, {cpu_ms_per_login_net, "net ms/login"},
+            {cpu_ms_per_logout_net, "net ms/logout"}, {cpu_us_per_session_s, "us/session-s"},
+            {cpu_mean_pct, "CPU mean %"}],
     Cells = fun(R) -> [case {K, maps:get(K, R, undefined)} of
                            {rss_growth_bytes, V} when is_integer(V), V >= 0 ->
                                throng_bench_units:format_bytes(V);
@@ -111,7 +113,9 @@ cluster_table(#{nodes := Nodes, total := T}) ->
                        end || {K, _} <- Cols] end,
     ["<h2>Per node and cluster-wide</h2>\n",
      "<p>Sessions at the peak (the last second with the most sessions); memory per session = "
-     "RSS growth / those sessions; CPU per login over the login window. summary.json's "
+     "RSS growth / those sessions; CPU per login over the login window; net: less what the "
+     "sessions online then cost a second, measured while all are online (us/session-s). "
+     "summary.json's "
      "cluster section has every figure.</p>\n",
      table(["node", "target", "server pid" | [H || {_, H} <- Cols]],
            [[integer_to_binary(I), escape(throng_bench_units:to_bin(maps:get(target, R, <<"-">>))),
@@ -220,6 +224,10 @@ key_figures(Summary) ->
                <<"cluster.total.bytes_per_session_at_peak">>},
               {"cluster: server CPU per login (ms)", <<"cluster.total.cpu_ms_per_login">>},
               {"cluster: server CPU per logout (ms)", <<"cluster.total.cpu_ms_per_logout">>},
+              {"cluster: net CPU per login / logout (ms)",
+               [<<"cluster.total.cpu_ms_per_login_net">>, <<"cluster.total.cpu_ms_per_logout_net">>]},
+              {"cluster: CPU per online session and second (us)",
+               <<"cluster.total.cpu_us_per_session_s">>},
               {"response p50 / p99 (ms)", [<<"latency_ms.response.p50">>,
                                            <<"latency_ms.response.p99">>]},
               {"server CPU mean / max (% of a core)", [<<"server.cpu_mean_pct">>,
