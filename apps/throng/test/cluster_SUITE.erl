@@ -1250,6 +1250,9 @@ kept_unavailable_survives_a_kill_of_its_node(Config) ->
     ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
     ?assertEqual(Before + 1, erpc:call(N3, throng_metrics, value, [presence_deferred_adopted])),
     0 = erpc:call(N3, throng_presence_retry, copies, []),
+    wait_until(fun() -> erpc:call(N3, throng_metrics, value, [presence_deferred_copies]) =:= 0
+                            andalso erpc:call(N3, throng_metrics, value,
+                                              [presence_deferred_waiting]) =:= 0 end),
     %% Sent once: the copy was the only one.
     ok = ?C:expect_nothing(B, 1000),
     ?C:close(B).
@@ -1288,7 +1291,7 @@ kept_unavailable_survives_a_crash_of_its_process(Config) ->
 %% throng_presence_retry:F() on Node; none while it restarts.
 retry_count(Node, F) ->
     try erpc:call(Node, throng_presence_retry, F, [])
-    catch error:{exception, {noproc, _}, _} -> none
+    catch exit:{exception, {noproc, _}} -> none
     end.
 
 %% Bob online on N1 sees Alice on N2; her session ends while her roster
@@ -1303,6 +1306,10 @@ alice_kept(N1, N2, N3) ->
     ?C:close(A),
     wait_until(fun() -> erpc:call(N2, throng_presence_retry, waiting, []) =:= 1 end),
     wait_until(fun() -> erpc:call(N3, throng_presence_retry, copies, []) =:= 1 end),
+    %% The gauges say the same.
+    1 = erpc:call(N2, throng_metrics, value, [presence_deferred_waiting]),
+    1 = erpc:call(N3, throng_metrics, value, [presence_deferred_copies]),
+    0 = erpc:call(N1, throng_metrics, value, [presence_deferred_copies]),
     {B, From}.
 
 node_loss_and_return(Config) ->

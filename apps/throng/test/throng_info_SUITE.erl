@@ -41,7 +41,7 @@ counters_declared_once(_) ->
          ?assert(byte_size(U) > 0),
          ?assert(byte_size(H) > 10)
      end || #{kind := K, unit := U, help := H} <- Metrics],
-    ?assertEqual([connections_open],
+    ?assertEqual([connections_open, presence_deferred_waiting, presence_deferred_copies],
                  [C || #{kind := gauge, counters := Cs} <- Metrics, {C, _} <- Cs]),
     [ByKind] = [Cs || #{name := stanzas_in, counters := Cs} <- Metrics],
     ?assertEqual([{kind, <<"message">>}], proplists:get_value(stanzas_in_message, ByKind)).

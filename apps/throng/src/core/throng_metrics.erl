@@ -121,7 +121,13 @@ metrics() ->
      m(presence_deferred_adopted, counter, "presences",
        "Kept unavailable presence taken from a cluster member: handed over when it stopped "
        "or left, or the copies held here of what it kept when it was killed or its process "
-       "went.")].
+       "went."),
+     m(presence_deferred_waiting, gauge, "presences",
+       "Unavailable presence kept on this node now, waiting for the store to read the "
+       "rosters."),
+     m(presence_deferred_copies, gauge, "presences",
+       "Copies held on this node now of the unavailable presence other cluster members "
+       "keep (sent from here if such a member dies).")].
 
 m(Name, Kind, Unit, Help) ->
     m(Name, Kind, Unit, Help, [{Name, []}]).

@@ -114,70 +114,82 @@ hand_over() ->
 init([]) ->
     %% terminate/2 runs when the node stops: what is kept goes to a member.
     process_flag(trap_exit, true),
-    {ok, #st{}}.
+    {ok, publish(#st{})}.
 
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call(waiting, _From, St) ->
+handle_call(Req, From, St) ->
+    {reply, Reply, St1} = call(Req, From, St),
+    {reply, Reply, publish(St1)}.
+
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(Msg, St) ->
+    {noreply, St1} = cast(Msg, St),
+    {noreply, publish(St1)}.
+
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(Msg, St) ->
+    {noreply, St1} = info(Msg, St),
+    {noreply, publish(St1)}.
+
+call(waiting, _From, St) ->
     {reply, St#st.len, St};
-handle_call(copies, _From, #st{copies = Copies} = St) ->
-    {reply, lists:sum([map_size(Es) || {_, Es} <- maps:values(Copies)]), St};
-handle_call(hand_over, _From, St) ->
+call(copies, _From, St) ->
+    {reply, copy_count(St), St};
+call(hand_over, _From, St) ->
     St1 = sync(hand(St)),
     {reply, {St#st.len - St1#st.len, St1#st.len}, St1};
 %% From a member that stops: the answer names what was taken, so that a
 %% member running an older version (which answers any call with ok) is
 %% not taken for one that keeps them.
-handle_call({adopt, From, Entries}, _From, St) ->
+call({adopt, From, Entries}, _From, St) ->
     {reply, {adopted, length(Entries)}, adopt(From, handed_over, Entries, St)};
-handle_call(_Req, _From, St) ->
+call(_Req, _From, St) ->
     {reply, ok, St}.
 
--spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
-handle_cast({later, User, El, Sender}, St) ->
+cast({later, User, El, Sender}, St) ->
     {noreply, arm(keep({User, El, Sender}, St))};
 %% A member's copies: all of them (replacing what was held), more, or
 %% those it no longer keeps.
-handle_cast({copies, Origin, Entries}, #st{copies = Copies} = St) ->
+cast({copies, Origin, Entries}, #st{copies = Copies} = St) ->
     Rest = case maps:take(Origin, Copies) of
                {{Mon, _}, Others} -> demonitor(Mon, [flush]), Others;
                error -> Copies
            end,
     {noreply, copy(Origin, Entries, St#st{copies = Rest})};
-handle_cast({copy, Origin, Entries}, St) ->
+cast({copy, Origin, Entries}, St) ->
     {noreply, copy(Origin, Entries, St)};
-handle_cast({forget, Origin, Ids}, #st{copies = Copies} = St) ->
+cast({forget, Origin, Ids}, #st{copies = Copies} = St) ->
     case Copies of
         #{Origin := {Mon, Es}} ->
             {noreply, St#st{copies = Copies#{Origin := {Mon, maps:without(Ids, Es)}}}};
         #{} ->
             {noreply, St}
     end;
-handle_cast(_Msg, St) ->
+cast(_Msg, St) ->
     {noreply, St}.
 
--spec handle_info(term(), #st{}) -> {noreply, #st{}}.
-handle_info(retry, St) ->
+info(retry, St) ->
     St1 = turn(St#st{timer = undefined}, ?BATCH),
     %% A member may have come since a copy holder was last looked for.
     {noreply, arm(ask_sync(St1, St1#st.gone =/= [] orelse St1#st.holder =:= none))};
-handle_info(sync, St) ->
+info(sync, St) ->
     {noreply, sync(St)};
 %% The holder of the copies went (its node, or its process): another
 %% member is looked for in a while (at once could be the same process
 %% coming back, or not yet registered).
-handle_info({'DOWN', Mon, process, _, _}, #st{holder_mon = Mon, sync = Sync} = St) ->
+info({'DOWN', Mon, process, _, _}, #st{holder_mon = Mon, sync = Sync} = St) ->
     Sync orelse erlang:send_after(?FIRST_MS, self(), sync),
     {noreply, St#st{holder = none, holder_mon = undefined, sync = true}};
 %% A member whose copies are held here went (killed, stopped, crashed,
 %% or cut off): they are kept and sent from here.
-handle_info({'DOWN', Mon, process, {?MODULE, Origin}, Why}, #st{copies = Copies} = St) ->
+info({'DOWN', Mon, process, {?MODULE, Origin}, Why}, #st{copies = Copies} = St) ->
     case maps:take(Origin, Copies) of
         {{Mon, Es}, Rest} ->
             {noreply, arm(adopt(Origin, Why, maps:values(Es), St#st{copies = Rest}))};
         _ ->
             {noreply, St}
     end;
-handle_info(_Msg, St) ->
+info(_Msg, St) ->
     {noreply, St}.
 
 %% Stopping: a member keeps what is here (taken now, or the copies'
@@ -215,6 +227,16 @@ adopt(From, Why, Entries, St) ->
                     reason => Why}),
     throng_metrics:add(presence_deferred_adopted, N),
     arm(lists:foldl(fun keep/2, St, Entries)).
+
+%% The gauges presence_deferred_waiting and _copies set to what is here
+%% (this process alone writes them; a restarted one starts them at 0).
+publish(#st{len = Len} = St) ->
+    [throng_metrics:add(G, V - throng_metrics:value(G))
+     || {G, V} <- [{presence_deferred_waiting, Len}, {presence_deferred_copies, copy_count(St)}]],
+    St.
+
+copy_count(#st{copies = Copies}) ->
+    lists:sum([map_size(Es) || {_, Es} <- maps:values(Copies)]).
 
 %% Copies from Origin added to what is held; the first watches Origin's
 %% process.
