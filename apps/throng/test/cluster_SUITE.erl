@@ -47,7 +47,8 @@ all() ->
      keep_at_a_silent_node_holds_up_no_one_else, private_and_pep_writes_while_a_node_hangs,
      archive_key_made_while_a_node_hangs, kept_unavailable_goes_to_a_member_when_its_node_stops,
      kept_unavailable_survives_a_kill_of_its_node, kept_unavailable_copy_moves_when_its_holder_dies,
-     kept_unavailable_survives_a_crash_of_its_process].
+     kept_unavailable_survives_a_crash_of_its_process,
+     kept_unavailable_is_not_multiplied_by_netsplits].
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -1275,16 +1276,49 @@ kept_unavailable_copy_moves_when_its_holder_dies(Config) ->
 %% holder's process makes the node copy it again.
 kept_unavailable_survives_a_crash_of_its_process(Config) ->
     [N1, N2, N3] = ?config(nodes, Config),
+    Before = erpc:call(N3, throng_metrics, value, [presence_deferred_adopted]),
     {B, From} = alice_kept(N1, N2, N3),
-    Kill = fun(N) -> erpc:call(N, fun() -> exit(whereis(throng_presence_retry), kill) end) end,
-    true = Kill(N3),
+    true = erpc:call(N3, fun() -> exit(whereis(throng_presence_retry), kill) end),
     wait_until(fun() -> retry_count(N3, copies) =:= 1 end),
     ok = ?C:expect_nothing(B, 300),
-    true = Kill(N2),
+    %% A crash that runs terminate/2 (a kill does not).
+    ok = erpc:call(N2, sys, terminate, [throng_presence_retry, test_crash]),
     U = wait_for(B, From),
     ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
-    wait_until(fun() -> retry_count(N2, waiting) =:= 0 end),
-    0 = erpc:call(N3, throng_presence_retry, waiting, []),
+    ?assertEqual(Before + 1, erpc:call(N3, throng_metrics, value, [presence_deferred_adopted])),
+    wait_until(fun() -> retry_count(N3, waiting) =:= 0 end),
+    0 = erpc:call(N2, throng_presence_retry, waiting, []),
+    ok = ?C:expect_nothing(B, 1000),
+    ?C:close(B).
+
+%% Node 2, keeping alice's unavailable, is cut off twice while no roster
+%% can be read on node 3 either: node 3 takes it over each time, and gives
+%% it back when node 2 sends its copies again, so after two splits it is
+%% kept once on each side, not doubled; once the rosters read, bob gets it.
+kept_unavailable_is_not_multiplied_by_netsplits(Config) ->
+    [N1, N2, N3] = Nodes = ?config(nodes, Config),
+    {B, From} = alice_kept(N1, N2, N3),
+    ok = erpc:call(N3, throng_ct, fail_roster_reads, [<<"alice">>]),
+    Split = fun() ->
+                    ?assertEqual([true, true], try_call(N2, ?MODULE, cut_off, [[N1, N3]], cut_failed)),
+                    wait_until(fun() -> retry_count(N3, waiting) =:= 1 end),
+                    throng_ct:wait_until(
+                      fun() -> lists:all(fun(N) -> try_call(N, throng_cluster, members, [], [])
+                                                       =:= Nodes end, Nodes) end, 30000),
+                    %% Node 2 copies it to node 3 again, which lets its own go.
+                    wait_until(fun() -> retry_count(N3, copies) =:= 1
+                                            andalso retry_count(N3, waiting) =:= 0 end)
+            end,
+    Split(),
+    Split(),
+    1 = erpc:call(N2, throng_presence_retry, waiting, []),
+    0 = erpc:call(N1, throng_presence_retry, waiting, []),
+    %% Node 2 reaches the tables again (as in netsplit_heals).
+    wait_until(fun() -> lists:member(N1, try_call(N2, mnesia, system_info, [running_db_nodes], [])) end),
+    [ok = erpc:call(N, meck, unload, [throng_storage_mnesia]) || N <- [N2, N3]],
+    %% Node 2's next try may be 30 s away (its reads failed a while).
+    U = wait_for(B, From, 45000),
+    ?assertEqual(<<"unavailable">>, throng_xml:attr(<<"type">>, U)),
     ok = ?C:expect_nothing(B, 1000),
     ?C:close(B).
 
@@ -1932,11 +1966,14 @@ online(User, Res, Where, Prio) ->
     C.
 
 wait_for(C, Pred) ->
-    case ?C:recv(C, ?WAIT) of
+    wait_for(C, Pred, ?WAIT).
+
+wait_for(C, Pred, Ms) ->
+    case ?C:recv(C, Ms) of
         #xmlel{} = El ->
             case Pred(El) of
                 true -> El;
-                false -> wait_for(C, Pred)
+                false -> wait_for(C, Pred, Ms)
             end;
         Other -> error({waited, Other})
     end.

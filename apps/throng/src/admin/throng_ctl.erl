@@ -250,19 +250,23 @@ kick(Pids, J) ->
 leave_cluster() ->
     N = throng_sm:count(),
     _ = supervisor:terminate_child(throng_sup, throng_listeners_sup),
-    {Handed, Left} = throng_presence_retry:hand_over(),
+    {Handed, Left, Holder} = throng_presence_retry:hand_over(),
     ok = throng_cluster:leave(),
     spawn(fun() -> timer:sleep(500), init:stop() end),
     {?OK, [io_lib:format("Ended ~b session(s), left the cluster; the node stops~n", [N]),
-           kept_presence(Handed, Left)]}.
+           kept_presence(Handed, Left, Holder)]}.
 
 %% The unavailable presence kept for a store that did not answer (none,
 %% almost always).
-kept_presence(0, 0) ->
+kept_presence(0, 0, _Holder) ->
     [];
-kept_presence(Handed, Left) ->
+kept_presence(Handed, Left, none) ->
     io_lib:format("Unavailable presence kept for the store: ~b handed to a member, ~b forgotten~n",
-                  [Handed, Left]).
+                  [Handed, Left]);
+kept_presence(Handed, Left, Holder) ->
+    io_lib:format("Unavailable presence kept for the store: ~b handed to a member, ~b left with "
+                  "~s (it holds their copies and sends them when this node is gone)~n",
+                  [Handed, Left, Holder]).
 
 show(N) when is_integer(N) -> integer_to_list(N);
 show(B) when is_binary(B) -> binary_to_list(B);

@@ -16,18 +16,21 @@
 %% Entries live in this process's memory, and a copy of each in the same
 %% process of one other cluster member, its **copy holder** (the next
 %% connected member after this node in sorted order; another when that one
-%% goes). When this node is killed (or the process stops), the holder keeps
-%% the copies as its own and sends them: every member reads the same store,
-%% and the sessions had left the directory, so no member's handling of a
-%% node that went down would tell those contacts. When this process stops
-%% (the node stops, or leaves the cluster: {@link hand_over/0}) it also
-%% hands what it keeps to a member at once. When it crashes, what it kept
-%% is forgotten, here and at the holder (what it kept may be why: taken on,
-%% it could crash every member in turn). A broadcast may so be sent twice
-%% (a netsplit between this node and the holder: both send it), which
-%% tells the contacts nothing new; alone, a killed node's entries are
-%% lost. A kept broadcast whose sending fails otherwise than on the store
-%% is dropped and logged, not a crash.
+%% goes, which gets all of them). The holder watches the process that sent
+%% them: when it goes (the node killed or cut off, the process crashed or
+%% stopped), the holder keeps the copies as its own and sends them: every
+%% member reads the same store, and the sessions had left the directory,
+%% so no member's handling of a node that went down would tell those
+%% contacts. When this process stops (the node stops, or leaves the
+%% cluster: {@link hand_over/0}) it also hands what it keeps to a member
+%% at once. An entry keeps its key whoever keeps it, so no member keeps it
+%% twice; a node that took over a member's entries while cut off from it
+%% lets them go when that member sends its copies again (the link is
+%% back). A broadcast may still be sent more than once (the store answered
+%% during the split, or the member copied them to another), which tells
+%% the contacts nothing new; alone, a killed node's entries are lost. A
+%% kept broadcast whose sending fails otherwise than on the store is
+%% dropped and logged, not a crash.
 -module(throng_presence_retry).
 -behaviour(gen_server).
 
@@ -61,10 +64,15 @@
 -export_type([sender/0]).
 
 -type entry() :: {#jid{}, #xmlel{}, sender()}.
--type id() :: pos_integer().
+%% An entry's name for all its life, whichever member keeps it: the node
+%% that kept it first, that node's incarnation, a number unique there.
+-type key() :: {node(), integer(), pos_integer()}.
+-type item() :: {key(), entry()}.
 
--record(st, {queue = queue:new() :: queue:queue({id(), entry()}),
+-record(st, {queue = queue:new() :: queue:queue(item()),
              len = 0 :: non_neg_integer(),
+             %% The keys in the queue.
+             kept = #{} :: #{key() => true},
              delay = ?FIRST_MS :: non_neg_integer(),
              timer :: reference() | undefined,
              full = false :: boolean(),
@@ -72,11 +80,12 @@
              %% what changed since it was last told (newest first).
              holder = none :: node() | none,
              holder_mon :: reference() | undefined,
-             new = [] :: [{id(), entry()}],
-             gone = [] :: [id()],
+             new = [] :: [item()],
+             gone = [] :: [key()],
              sync = false :: boolean(),
-             %% The copies this process holds for other members, by member.
-             copies = #{} :: #{node() => {reference(), #{id() => entry()}}}}).
+             %% The copies this process holds for other members: by
+             %% member, the process that sent them (watched) and the copies.
+             copies = #{} :: #{node() => {pid(), reference(), #{key() => entry()}}}}).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
@@ -105,8 +114,10 @@ copies() ->
 
 %% @doc Hands every kept broadcast to another cluster member now (this node
 %% leaves the cluster: after, it has no member to hand them to). Returns
-%% how many went, and how many are still here (no member took them).
--spec hand_over() -> {non_neg_integer(), non_neg_integer()}.
+%% how many went, how many are still here (no member took them), and the
+%% member holding their copies (which sends them if this node goes), if
+%% any.
+-spec hand_over() -> {non_neg_integer(), non_neg_integer(), node() | none}.
 hand_over() ->
     gen_server:call(?MODULE, hand_over, ?HAND_OVER_MS).
 
@@ -137,31 +148,49 @@ call(copies, _From, St) ->
     {reply, copy_count(St), St};
 call(hand_over, _From, St) ->
     St1 = sync(hand(St)),
-    {reply, {St#st.len - St1#st.len, St1#st.len}, St1};
+    {reply, {St#st.len - St1#st.len, St1#st.len, St1#st.holder}, St1};
 %% From a member that stops: the answer names what was taken, so that a
 %% member running an older version (which answers any call with ok) is
 %% not taken for one that keeps them.
 call({adopt, From, Entries}, _From, St) ->
-    {reply, {adopted, length(Entries)}, adopt(From, handed_over, Entries, St)};
+    {reply, {adopted, length(Entries)},
+     adopt(From, handed_over, [{new_key(), E} || E <- Entries], St)};
 call(_Req, _From, St) ->
     {reply, ok, St}.
 
 cast({later, User, El, Sender}, St) ->
-    {noreply, arm(keep({User, El, Sender}, St))};
+    {noreply, arm(keep({new_key(), {User, El, Sender}}, St))};
 %% A member's copies: all of them (replacing what was held), more, or
-%% those it no longer keeps.
-cast({copies, Origin, Entries}, #st{copies = Copies} = St) ->
-    Rest = case maps:take(Origin, Copies) of
-               {{Mon, _}, Others} -> demonitor(Mon, [flush]), Others;
-               error -> Copies
-           end,
-    {noreply, copy(Origin, Entries, St#st{copies = Rest})};
-cast({copy, Origin, Entries}, St) ->
-    {noreply, copy(Origin, Entries, St)};
-cast({forget, Origin, Ids}, #st{copies = Copies} = St) ->
+%% those it no longer keeps; each names the process that sent it.
+cast({copies, Origin, Pid, Items}, St0) ->
+    St = held(Origin, Pid, St0),
+    #{Origin := {Pid, Mon, _}} = Copies = St#st.copies,
+    St1 = case Items of
+              [] ->
+                  demonitor(Mon, [flush]),
+                  St#st{copies = maps:remove(Origin, Copies)};
+              _ ->
+                  St#st{copies = Copies#{Origin := {Pid, Mon, maps:from_list(Items)}}}
+          end,
+    %% What this node took on from Origin while cut off from it, Origin
+    %% keeps again: it is sent from there.
+    {noreply, unkeep([K || {K, _} <- Items, element(1, K) =:= Origin,
+                           is_map_key(K, St1#st.kept)], St1)};
+cast({copy, Origin, Pid, Items}, St0) ->
+    St = held(Origin, Pid, St0),
+    #{Origin := {Pid, Mon, Es}} = St#st.copies,
+    {noreply, St#st{copies = (St#st.copies)#{Origin := {Pid, Mon,
+                                                        maps:merge(Es, maps:from_list(Items))}}}};
+cast({forget, Origin, Pid, Keys}, #st{copies = Copies} = St) ->
     case Copies of
-        #{Origin := {Mon, Es}} ->
-            {noreply, St#st{copies = Copies#{Origin := {Mon, maps:without(Ids, Es)}}}};
+        #{Origin := {Pid, Mon, Es}} ->
+            case maps:without(Keys, Es) of
+                Left when map_size(Left) =:= 0 ->
+                    demonitor(Mon, [flush]),
+                    {noreply, St#st{copies = maps:remove(Origin, Copies)}};
+                Left ->
+                    {noreply, St#st{copies = Copies#{Origin := {Pid, Mon, Left}}}}
+            end;
         #{} ->
             {noreply, St}
     end;
@@ -170,23 +199,21 @@ cast(_Msg, St) ->
 
 info(retry, St) ->
     St1 = turn(St#st{timer = undefined}, ?BATCH),
-    %% A member may have come since a copy holder was last looked for.
-    {noreply, arm(ask_sync(St1, St1#st.gone =/= [] orelse St1#st.holder =:= none))};
+    {noreply, arm(ask_sync(St1, St1#st.gone =/= []))};
 info(sync, St) ->
-    {noreply, sync(St)};
+    {noreply, sync(St#st{sync = false})};
 %% The holder of the copies went (its node, or its process): another
 %% member is looked for in a while (at once could be the same process
 %% coming back, or not yet registered).
-info({'DOWN', Mon, process, _, _}, #st{holder_mon = Mon, sync = Sync} = St) ->
-    Sync orelse erlang:send_after(?FIRST_MS, self(), sync),
-    {noreply, St#st{holder = none, holder_mon = undefined, sync = true}};
+info({'DOWN', Mon, process, _, _}, #st{holder_mon = Mon} = St) ->
+    {noreply, sync_later(St#st{holder = none, holder_mon = undefined})};
 %% A member whose copies are held here went (killed, stopped, crashed,
 %% or cut off): they are kept and sent from here.
-info({'DOWN', Mon, process, {?MODULE, Origin}, Why}, #st{copies = Copies} = St) ->
-    case maps:take(Origin, Copies) of
-        {{Mon, Es}, Rest} ->
-            {noreply, arm(adopt(Origin, Why, maps:values(Es), St#st{copies = Rest}))};
-        _ ->
+info({'DOWN', Mon, process, _, Why}, #st{copies = Copies} = St) ->
+    case [O || {O, {_, M, _}} <- maps:to_list(Copies), M =:= Mon] of
+        [Origin] ->
+            {noreply, take_over(Origin, Why, St)};
+        [] ->
             {noreply, St}
     end;
 info(_Msg, St) ->
@@ -213,20 +240,52 @@ left(#st{len = Len, holder = Holder}, Why) ->
     logger:warning(#{what => unavailable_presence_left_to_holder, count => Len,
                      holder => Holder, reason => Why}).
 
-keep(_Entry, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
+new_key() ->
+    {node(), erlang:system_info(creation), erlang:unique_integer([positive, monotonic])}.
+
+keep(_Item, #st{len = Len, full = Full} = St) when Len >= ?MAX ->
     throng_metrics:incr(presence_deferred_dropped),
     Full orelse logger:error(#{what => unavailable_presence_queue_full, waiting => Len}),
     St#st{full = true};
-keep(Entry, #st{queue = Q, len = Len, new = New} = St) ->
-    Item = {erlang:unique_integer([positive, monotonic]), Entry},
-    ask_sync(St#st{queue = queue:in(Item, Q), len = Len + 1, new = [Item | New]}, true).
+keep({Key, _} = Item, #st{queue = Q, len = Len, kept = Kept, new = New} = St) ->
+    ask_sync(St#st{queue = queue:in(Item, Q), len = Len + 1, kept = Kept#{Key => true},
+                   new = [Item | New]}, true).
 
-adopt(From, Why, Entries, St) ->
-    N = length(Entries),
+%% Items from another member kept here, but not twice under one key.
+adopt(From, Why, Items, #st{kept = Kept} = St) ->
+    Fresh = [I || {K, _} = I <- Items, not is_map_key(K, Kept)],
+    N = length(Fresh),
     logger:notice(#{what => unavailable_presence_adopted, from => From, count => N,
                     reason => Why}),
     throng_metrics:add(presence_deferred_adopted, N),
-    arm(lists:foldl(fun keep/2, St, Entries)).
+    arm(lists:foldl(fun keep/2, St, Fresh)).
+
+%% The entries with these keys leave the queue (another member keeps them).
+unkeep([], St) ->
+    St;
+unkeep(Keys, #st{queue = Q, kept = Kept, gone = Gone} = St) ->
+    Drop = maps:from_keys(Keys, true),
+    Q1 = queue:filter(fun({K, _}) -> not is_map_key(K, Drop) end, Q),
+    ask_sync(St#st{queue = Q1, len = queue:len(Q1), kept = maps:without(Keys, Kept),
+                   gone = Keys ++ Gone}, true).
+
+%% Origin's copies held here, sent by Pid: watched from the first; a new
+%% process there means the one before went, and what it had sent is taken
+%% over (its 'DOWN' may come after this).
+held(Origin, Pid, #st{copies = Copies} = St) ->
+    case Copies of
+        #{Origin := {Pid, _, _}} ->
+            St;
+        #{Origin := _} ->
+            held(Origin, Pid, take_over(Origin, replaced, St));
+        #{} ->
+            St#st{copies = Copies#{Origin => {Pid, monitor(process, Pid), #{}}}}
+    end.
+
+take_over(Origin, Why, #st{copies = Copies} = St) ->
+    {{_, Mon, Es}, Rest} = maps:take(Origin, Copies),
+    demonitor(Mon, [flush]),
+    adopt(Origin, Why, maps:to_list(Es), St#st{copies = Rest}).
 
 %% The gauges presence_deferred_waiting and _copies set to what is here
 %% (this process alone writes them; a restarted one starts them at 0).
@@ -236,18 +295,7 @@ publish(#st{len = Len} = St) ->
     St.
 
 copy_count(#st{copies = Copies}) ->
-    lists:sum([map_size(Es) || {_, Es} <- maps:values(Copies)]).
-
-%% Copies from Origin added to what is held; the first watches Origin's
-%% process.
-copy(_Origin, [], St) ->
-    St;
-copy(Origin, Entries, #st{copies = Copies} = St) ->
-    {Mon, Es} = case Copies of
-                    #{Origin := Held} -> Held;
-                    #{} -> {monitor(process, {?MODULE, Origin}), #{}}
-                end,
-    St#st{copies = Copies#{Origin => {Mon, maps:merge(Es, maps:from_list(Entries))}}}.
+    lists:sum([map_size(Es) || {_, _, Es} <- maps:values(Copies)]).
 
 %% The copy holder told what changed, once for what came in the mailbox
 %% meanwhile.
@@ -257,31 +305,44 @@ ask_sync(#st{sync = false} = St, true) ->
 ask_sync(St, _) ->
     St.
 
-sync(St0) ->
-    St = St0#st{sync = false},
+%% A sync in a while (none pending yet).
+sync_later(#st{sync = true} = St) ->
+    St;
+sync_later(St) ->
+    erlang:send_after(?FIRST_MS, self(), sync),
+    St#st{sync = true}.
+
+sync(St) ->
     case {holder(St), St#st.holder} of
         {none, _} ->
-            St#st{holder = none, holder_mon = undefined, new = [], gone = []};
+            is_reference(St#st.holder_mon) andalso demonitor(St#st.holder_mon, [flush]),
+            St1 = St#st{holder = none, holder_mon = undefined, new = [], gone = []},
+            %% Kept with no member to copy it to: looked for again (a
+            %% member may join, or a link come back).
+            case St1#st.len of
+                0 -> St1;
+                _ -> sync_later(St1)
+            end;
         {Same, Same} ->
-            St#st.new =:= [] orelse tell(Same, {copy, node(), lists:reverse(St#st.new)}),
-            St#st.gone =:= [] orelse tell(Same, {forget, node(), St#st.gone}),
+            send_chunks(Same, copy, lists:reverse(St#st.new)),
+            St#st.gone =:= [] orelse tell(Same, {forget, node(), self(), St#st.gone}),
             St#st{new = [], gone = []};
         {Holder, Old} ->
-            Old =:= none orelse tell(Old, {copies, node(), []}),
+            Old =:= none orelse tell(Old, {copies, node(), self(), []}),
             is_reference(St#st.holder_mon) andalso demonitor(St#st.holder_mon, [flush]),
             Mon = monitor(process, {?MODULE, Holder}),
             {First, Rest} = lists:split(min(St#st.len, ?HAND_CHUNK), queue:to_list(St#st.queue)),
-            tell(Holder, {copies, node(), First}),
-            send_chunks(Holder, Rest),
+            tell(Holder, {copies, node(), self(), First}),
+            send_chunks(Holder, copy, Rest),
             St#st{holder = Holder, holder_mon = Mon, new = [], gone = []}
     end.
 
-send_chunks(_Holder, []) ->
+send_chunks(_Holder, _Tag, []) ->
     ok;
-send_chunks(Holder, Items) ->
+send_chunks(Holder, Tag, Items) ->
     {Chunk, Rest} = lists:split(min(length(Items), ?HAND_CHUNK), Items),
-    tell(Holder, {copy, node(), Chunk}),
-    send_chunks(Holder, Rest).
+    tell(Holder, {Tag, node(), self(), Chunk}),
+    send_chunks(Holder, Tag, Rest).
 
 %% A cast that never sets up a connection (to a member that has just
 %% gone, it is lost, as the member's copies are).
@@ -289,16 +350,17 @@ tell(Node, Msg) ->
     _ = erlang:send({?MODULE, Node}, {'$gen_cast', Msg}, [noconnect]),
     ok.
 
-%% Who holds the copies: the holder as long as it is a connected member,
-%% else the next connected member after this node in sorted order; none
-%% when there is none, or nothing is kept and none was chosen.
+%% Who holds the copies: the holder as long as it is connected (a member
+%% or one leaving: it keeps what it holds until this node goes), else the
+%% next connected member after this node in sorted order; none when there
+%% is none, or nothing is kept and none was chosen.
 holder(#st{len = 0, holder = none}) ->
     none;
 holder(#st{holder = Holder}) ->
-    Others = [N || N <- throng_members:others(), lists:member(N, nodes())],
-    case lists:member(Holder, Others) of
+    case Holder =/= none andalso lists:member(Holder, nodes()) of
         true -> Holder;
         false ->
+            Others = [N || N <- throng_members:others(), lists:member(N, nodes())],
             case [N || N <- Others, N > node()] of
                 [Next | _] -> Next;
                 [] -> case Others of [First | _] -> First; [] -> none end
@@ -323,6 +385,9 @@ hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members, Deadline) ->
         Left ->
             {Chunk, Kept} = queue:split(min(Len, ?HAND_CHUNK), Q),
             Items = queue:to_list(Chunk),
+            Keys = [K || {K, _} <- Items],
+            %% Entries alone (what every version takes); the member names
+            %% them anew.
             try gen_server:call({?MODULE, Member},
                                 {adopt, node(), [Entry || {_, Entry} <- Items]},
                                 min(?HAND_MS, Left)) of
@@ -330,8 +395,9 @@ hand(#st{queue = Q, len = Len} = St, [Member | Rest] = Members, Deadline) ->
                     throng_metrics:add(presence_deferred_handed, N),
                     logger:notice(#{what => unavailable_presence_handed_over, to => Member,
                                     count => N}),
-                    hand(St#st{queue = Kept, len = Len - N,
-                               gone = [Id || {Id, _} <- Items] ++ St#st.gone},
+                    hand(St#st{queue = Kept, len = Len - length(Items),
+                               kept = maps:without(Keys, St#st.kept),
+                               gone = Keys ++ St#st.gone},
                          Members, Deadline);
                 _Old ->
                     hand(St, Rest, Deadline)
@@ -348,11 +414,11 @@ turn(#st{len = 0} = St, _N) ->
 turn(St, 0) ->
     St#st{delay = 0};
 turn(#st{queue = Q, len = Len} = St, N) ->
-    {{value, {Id, {User, El, Sender}} = Item}, Rest} = queue:out(Q),
+    {{value, {Key, {User, El, Sender}} = Item}, Rest} = queue:out(Q),
     case send(User, El, Sender) of
         done ->
-            turn(St#st{queue = Rest, len = Len - 1, delay = ?FIRST_MS, full = false,
-                       gone = [Id | St#st.gone]}, N - 1);
+            turn(St#st{queue = Rest, len = Len - 1, kept = maps:remove(Key, St#st.kept),
+                       delay = ?FIRST_MS, full = false, gone = [Key | St#st.gone]}, N - 1);
         failed ->
             St#st{queue = queue:in_r(Item, Rest),
                   delay = min(?LAST_MS, max(?FIRST_MS, 2 * St#st.delay))}
