@@ -355,13 +355,18 @@ sleep 5
 # bench/probe.py (every node's CPU, context switches and distribution
 # segments, the load generator's CPU, the machine's /proc/stat) 10 s after
 # the last arrival and 10 s before the first departure, into probe.jsonl
-# for bench/plateau.py; then each node's own view (`status', `cluster':
+# for bench/plateau.py (and two around the arrivals, probe_logins.jsonl); then each node's own view (`status', `cluster':
 # their bin/throng VMs run after the second snapshot, outside its window).
 arrivals=$(( (users + rate - 1) / rate ))
 probe_window=$(( hold - 20 ))
 (
     if [ "$probe_window" -ge 10 ]; then
-        sleep $((arrivals + 10)) || exit 0
+        # The logins: from before the first arrival to 5 s after the last,
+        # into probe_logins.jsonl (bench/plateau.py: per login).
+        "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" > "$out/probe_logins.jsonl" || true
+        sleep $((arrivals + 5)) || exit 0
+        "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" >> "$out/probe_logins.jsonl" || true
+        sleep 5 || exit 0
         "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" > "$out/probe.jsonl" || true
         sleep "$probe_window" || exit 0
         "$root/bench/probe.py" "${probe_args[@]}" "loadgen=tree:$$" >> "$out/probe.jsonl" || true

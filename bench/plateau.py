@@ -25,10 +25,16 @@ time (CPU the hypervisor gave to others: a noisy-neighbour gauge), each in
 per cent of one core; then counts that do not vary with the machine's
 load, per message sent: distribution segments sent by all nodes (each one
 wakes a node) and context switches of the servers.
+
+When it also has probe_logins.jsonl (two snapshots around the arrivals), a
+third line gives the servers' CPU, context switches and distribution
+segments per login, gross and net of what the users already online spent
+meanwhile (at the plateau's rate per session and second).
 """
 import json
 import collections
 import csv
+import re
 import sys
 
 
@@ -63,7 +69,49 @@ def plateau(d):
         snaps = []
     if len(snaps) == 2:
         line += '\n' + probe(snaps, msgs, peak)
+        try:
+            logins = [json.loads(x) for x in open(d + '/probe_logins.jsonl') if x.strip()]
+        except OSError:
+            logins = []
+        if len(logins) == 2:
+            line += '\n' + per_login(logins, snaps, peak, rate(d))
     return line
+
+
+def rate(d):
+    """The arrival rate of the run (settings.txt's RATE=)."""
+    try:
+        m = re.search(r'RATE=(\d+)', open(d + '/settings.txt').read())
+        return float(m.group(1)) if m else 100.0
+    except OSError:
+        return 100.0
+
+
+def server_sums(a, b):
+    """The servers' CPU seconds, context switches and distribution segments
+    sent between two snapshots, and the seconds between them."""
+    both = [n for n in a['nodes'] if n in b['nodes'] and 'dist_segs_out' in a['nodes'][n]]
+    d = lambda k: sum(b['nodes'][n][k] - a['nodes'][n][k] for n in both)
+    return d('cpu_ticks') / a['hz'], d('ctxsw'), d('dist_segs_out'), b['t'] - a['t']
+
+
+def per_login(logins, plateau, peak, arrival_rate):
+    """Per login over the arrivals (probe_logins.jsonl: from before the first
+    to 5 s after the last): the servers' CPU, context switches and
+    distribution segments, gross and net of what the users online meanwhile
+    spent at the plateau's rate per session and second. The session-seconds
+    are taken as if the first user came at the first snapshot (every user
+    online from its arrival, which is linear): a little more than there
+    were, so the net figures are if anything low."""
+    cpu, sw, segs, dt = server_sums(*logins)
+    pcpu, psw, psegs, pdt = server_sums(*plateau)
+    arrivals = peak / arrival_rate
+    session_s = peak * max(0.0, dt - arrivals / 2)
+    net = lambda x, px: (x - px / pdt / peak * session_s) / peak
+    return ('  logins %.0f s (%d users): per login %.2f ms CPU (net %.2f), %.1f context '
+            'switches (net %.1f), %.1f dist segments (net %.1f)' % (
+                dt, peak, cpu * 1e3 / peak, net(cpu, pcpu) * 1e3, sw / peak, net(sw, psw),
+                segs / peak, net(segs, psegs)))
 
 
 def probe(snaps, msgs, peak):
