@@ -33,7 +33,7 @@ all() ->
      archive_write_does_not_wait_for_the_fsync, archive_write_waits_for_the_fsync_with_no_delay,
      archive_copies_take_no_transaction, archive_written_from_here_for_an_older_db_node,
      archive_slots_kept_taken_and_stale, archive_slot_claimed_again_on_new_storage,
-     one_lookup_per_message,
+     one_lookup_per_message, login_reads_cost_one_round_trip_each,
      sent_carbons_ask_the_home_until_alone, message_routed_at_its_home,
      routed_at_home_in_order, handed_off_stanza_survives_its_home,
      iq_to_an_account_answered_where_sent, sent_to_the_home_node,
@@ -444,6 +444,44 @@ one_lookup_per_message(Config) ->
     ct:pal("asks ~p homes ~p", [Asks, {HomeB, Home(<<"alice">>), SenderNode}]),
     ?assertEqual(1, Asks),
     [?C:close(C) || C <- [A, B]].
+
+%% On a node without the tables, each of a login's reads of the store
+%% (the credentials with the keys the modules ask for; the roster with its
+%% version) costs what a read of one row costs: one round trip to the db
+%% node (Mnesia would make one for each row), and a read of one row is one
+%% message there (Mnesia's remote read sends three: monitor, request,
+%% demonitor). Counted as the sends on the distribution connection to the
+%% db node for 20 reads of each kind.
+login_reads_cost_one_round_trip_each(Config) ->
+    [N1, N2 | _] = ?config(nodes, Config),
+    S = <<"localhost">>,
+    Keys = [{disabled_accounts, {<<"alice">>, S}}, {vcard, {<<"alice">>, S, photo}}],
+    Row = dist_sends(N2, N1, throng_storage, kv_get, [vcard, {<<"alice">>, S, photo}]),
+    Login = dist_sends(N2, N1, throng_storage, login_read, [<<"alice">>, S, Keys]),
+    Roster = dist_sends(N2, N1, throng_storage, roster_get, [<<"alice">>, S]),
+    ct:pal("sends to the db node for 20 reads: one row ~b, login ~b, roster ~b",
+           [Row, Login, Roster]),
+    ?assertMatch({ok, _, [not_found, not_found]},
+                 erpc:call(N2, throng_storage, login_read, [<<"alice">>, S, Keys])),
+    ?assertMatch({_, [_]}, erpc:call(N2, throng_storage, roster_get, [<<"alice">>, S])),
+    ?assert(Row >= 20),
+    ?assert(Row < 40),
+    %% Two reads each would be twice the row's count.
+    ?assert(Login < Row + 10),
+    ?assert(Roster < Row + 10).
+
+%% The sends on Node's distribution connection to To while Node calls M:F(A)
+%% 20 times (each call from this node, through another connection).
+dist_sends(Node, To, M, F, A) ->
+    {To, Port} = lists:keyfind(To, 1, erpc:call(Node, erlang, system_info, [dist_ctrl])),
+    Count = fun() ->
+                    {ok, [{send_cnt, N}]} = erpc:call(Node, inet, getstat, [Port, [send_cnt]]),
+                    N
+            end,
+    _ = erpc:call(Node, M, F, A),
+    Before = Count(),
+    [_ = erpc:call(Node, M, F, A) || _ <- lists:seq(1, 20)],
+    Count() - Before.
 
 %% A message for a user whose home is a third node is handed to the home,
 %% which routes it: every lookup of the recipient there is made by the

@@ -44,7 +44,7 @@ groups() ->
          {mnesia_only, [], [batch_fsyncs_only_what_it_wrote]}].
 
 contract() ->
-    [accounts, remove_account_takes_everything, bulk_create_replaces,
+    [accounts, login_read_brings_the_keys, remove_account_takes_everything, bulk_create_replaces,
      roster_update_results_and_versions, roster_items_round_trip,
      concurrent_roster_updates_lose_nothing, failing_roster_fun_changes_nothing,
      offline_limits, concurrent_offline_stores_respect_the_limit, offline_totals_follow_the_store,
@@ -123,6 +123,30 @@ accounts(_) ->
     %% A name in any script, stored as given.
     ok = ?ST:create_account(<<"jürgen-日本"/utf8>>, ?S, C1),
     ?assertEqual({ok, C1}, ?ST:get_credentials(<<"jürgen-日本"/utf8>>, ?S)).
+
+%% login_read/3: the credentials and the keys' values in one read, in the
+%% order asked (a key asked twice is answered twice; a missing one is
+%% not_found); not_found without the account, whatever the keys hold.
+login_read_brings_the_keys(_) ->
+    C = creds(<<"one">>),
+    ok = ?ST:create_account(<<"alice">>, ?S, C),
+    ok = ?ST:kv_put(mod_a, {<<"alice">>, ?S}, #{since => 1}),
+    ok = ?ST:kv_put(mod_b, {<<"alice">>, ?S, photo}, <<"hash">>),
+    ok = ?ST:kv_put(mod_b, {<<"bob">>, ?S, photo}, <<"bob's">>),
+    ?assertEqual({ok, C, []}, ?ST:login_read(<<"alice">>, ?S, [])),
+    ?assertEqual({ok, C, [{ok, <<"hash">>}, not_found, {ok, #{since => 1}}, {ok, <<"hash">>}]},
+                 ?ST:login_read(<<"alice">>, ?S, [{mod_b, {<<"alice">>, ?S, photo}},
+                                                 {mod_a, {<<"carol">>, ?S}},
+                                                 {mod_a, {<<"alice">>, ?S}},
+                                                 {mod_b, {<<"alice">>, ?S, photo}}])),
+    %% The same key in another bucket is another key.
+    ?assertEqual({ok, C, [not_found]},
+                 ?ST:login_read(<<"alice">>, ?S, [{mod_c, {<<"alice">>, ?S}}])),
+    ?assertEqual(not_found, ?ST:login_read(<<"bob">>, ?S, [{mod_b, {<<"bob">>, ?S, photo}}])),
+    C2 = creds(<<"two">>),
+    ok = ?ST:set_credentials(<<"alice">>, ?S, C2),
+    ?assertMatch({ok, C2, [{ok, _}]},
+                 ?ST:login_read(<<"alice">>, ?S, [{mod_a, {<<"alice">>, ?S}}])).
 
 %% Removing an account removes its roster, offline messages and messages in
 %% flight, and nobody else's.

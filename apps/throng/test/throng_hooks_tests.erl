@@ -189,7 +189,8 @@ events_listed_test() ->
                              session_opened, session_closed, initial_presence,
                              user_registered, user_removed, roster_item_changed,
                              roster_version, offline_message, stanza_to_user,
-                             message_delivered, disco_info, disco_items]),
+                             message_delivered, disco_info, disco_items, login_keys,
+                             login_values]),
                  lists:sort(Events)).
 
 %%% Helpers

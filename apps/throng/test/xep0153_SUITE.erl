@@ -30,7 +30,8 @@ groups() ->
       [hash_added_to_presence, own_update_kept, empty_update_kept, hash_changes_after_new_photo,
        photo_removed_gives_empty_photo, binval_with_line_breaks, invalid_binval_refused,
        hash_in_probe_answer, directed_presence_carries_hash, survives_restart,
-       removed_account_forgets_hash, idle_users_leave_the_cache]).
+       removed_account_forgets_hash, idle_users_leave_the_cache,
+       hash_read_with_the_credentials]).
 
 init_per_group(Group, Config) ->
     throng_ct:init_backend(Group, Config).
@@ -319,3 +320,32 @@ idle_users_leave_the_cache(_) ->
     throng_ct:wait_until(fun() -> throng_mod_vcard:cached(<<"localhost">>) =:= 0 end, 5000),
     ?assertEqual({photo, sha1hex(image(<<"alice">>))}, seen_by_bob(A, B, [])),
     ?assertEqual(1, throng_mod_vcard:cached(<<"localhost">>)).
+
+%% A login reads the user's hash with the credentials (one read of the
+%% store for both): the initial presence that follows carries it and reads
+%% nothing of the vCard bucket itself.
+hash_read_with_the_credentials(_) ->
+    B = online(<<"bob">>),
+    A = login(<<"alice">>),
+    set(A, photo_vcard(image(<<"alice">>))),
+    ?C:close(A),
+    ok = throng_mod_vcard:forget({<<"alice">>, <<"localhost">>}),
+    %% The reads of the vCard bucket made by processes started from now
+    %% on (the connection's among them).
+    MFA = {throng_storage, kv_get, 2},
+    1 = erlang:trace_pattern(MFA, [{[vcard, '_'], [], []}], [global]),
+    _ = erlang:trace(new_processes, true, [call]),
+    try
+        A2 = login(<<"alice">>),
+        ?assertEqual(0, vcard_reads()),
+        ?assertEqual({photo, sha1hex(image(<<"alice">>))}, seen_by_bob(A2, B, [])),
+        ?assertEqual(0, vcard_reads())
+    after
+        _ = erlang:trace(new_processes, false, [call]),
+        erlang:trace_pattern(MFA, false, [global])
+    end.
+
+vcard_reads() ->
+    receive {trace, _, call, {throng_storage, kv_get, [vcard, _]}} -> 1 + vcard_reads()
+    after 100 -> 0
+    end.

@@ -147,7 +147,7 @@ sasl_result({success, Extra, User, How}, Dialect, D) ->
     %% A store that cannot say (a PLAIN login answered from the cache while
     %% the database is down) is temporary-auth-failure, as a credential
     %% read that fails.
-    try throng_auth:is_disabled(User, D#d.server) of
+    try throng_auth:disabled_at_login(User, D#d.server) of
         true -> sasl_result({error, 'account-disabled', User}, Dialect, D);
         false -> succeeded(Extra, User, How, Dialect, D)
     catch error:{storage_failed, Why} ->

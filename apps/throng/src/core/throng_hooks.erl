@@ -28,7 +28,7 @@
                | session_opened | session_closed | initial_presence
                | user_registered | user_removed | roster_item_changed
                | roster_version | offline_message | stanza_to_user | message_delivered
-               | disco_info | disco_items.
+               | disco_info | disco_items | login_keys | login_values.
 -type handler() :: {Seq :: integer(), module(), Fun :: atom()}.
 -type result() :: ok | stop | {ok, term()} | {stop, term()}.
 -export_type([event/0, handler/0, result/0]).
@@ -70,7 +70,13 @@ events() ->
      {disco_items, "[{JID, Node, Name}] (binaries, <<>> when absent) | not_found | "
       "{error, Condition} (without a node: []; with one: not_found)",
       "#{from := #jid{}, to := #jid{} (the domain), node := binary() | undefined}: "
-      "disco#items of the domain; modules add items or answer their node"}].
+      "disco#items of the domain; modules add items or answer their node"},
+     {login_keys, "[{Bucket, Key}] keys of the key-value store to read with the credentials",
+      "#{user := binary(), server := binary()}: a login is about to read the account "
+      "(runs in the connection's process)"},
+     {login_values, "ok", "#{user := binary(), server := binary(), "
+      "values := [{{Bucket, Key}, {ok, Value} | not_found}]}: what that read found "
+      "(only when the account exists)"}].
 
 %% @doc Runs the handlers of Event for Host, folding Acc through them.
 -spec run(event(), binary(), Acc, map()) -> {ok, Acc} | {stop, Acc} when Acc :: term().

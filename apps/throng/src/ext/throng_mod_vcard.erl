@@ -42,7 +42,10 @@
 %% read from storage and dropped by a sweep every `hash_cache_ttl' seconds
 %% (an OTP interval timer; no process of the module's own), so an idle
 %% session costs nothing here once that has passed, and a busy user costs
-%% one small storage read per `hash_cache_ttl'. A set updates this node's
+%% one small storage read per `hash_cache_ttl'. A login reads the row with
+%% the account's credentials (hooks `login_keys' and `login_values': one
+%% read of the store for both), so the initial presence that follows finds
+%% it here and makes no read of its own. A set updates this node's
 %% row and has the other members of the cluster drop theirs before the set
 %% is answered (`erpc:multicall', a second at most: a vCard set is rare), so
 %% a presence sent through any node after the answer carries the new hash;
@@ -55,10 +58,12 @@
 -include("throng.hrl").
 
 -export([options/0, iq_handlers/0, hooks/0, disco_features/1, start/2, stop/1]).
--export([account/2, server/2, stanza_from_session/2, user_removed/2]).
+-export([account/2, server/2, stanza_from_session/2, user_removed/2, login_keys/2,
+         login_values/2]).
 -export([forget/1, sweep/1, cached/1]).
 %% IQ handlers and hooks named in iq_handlers/0 and hooks/0 (throng_ext).
--ignore_xref([{account, 2}, {server, 2}, {stanza_from_session, 2}, {user_removed, 2}]).
+-ignore_xref([{account, 2}, {server, 2}, {stanza_from_session, 2}, {user_removed, 2},
+              {login_keys, 2}, {login_values, 2}]).
 %% Called by the other members of a cluster (erpc), by the interval timer
 %% of start/2, and by tests and operators (rows in a host's cache).
 -ignore_xref([{forget, 1}, {sweep, 1}, {cached, 1}]).
@@ -100,7 +105,9 @@ iq_handlers() ->
 -spec hooks() -> [{throng_hooks:event(), integer(), atom()}].
 hooks() ->
     [{stanza_from_session, 50, stanza_from_session},
-     {user_removed, 50, user_removed}].
+     {user_removed, 50, user_removed},
+     {login_keys, 50, login_keys},
+     {login_values, 50, login_values}].
 
 -spec disco_features(binary()) -> [binary()].
 disco_features(_Host) ->
@@ -315,19 +322,47 @@ update(U, S) ->
 
 load(Tab, U, S, Now) ->
     try throng_storage:kv_get(?BUCKET, {U, S, photo}) of
-        Found ->
-            Update = case Found of
-                         {ok, Hash} -> Hash;
-                         not_found -> none
-                     end,
-            ets:insert(Tab, {{binary:copy(U), binary:copy(S)}, Update, Now}),
-            Update
+        Found -> loaded(Tab, U, S, Found, Now)
     catch
         error:{storage_failed, Why} ->
             %% Presence goes out as the client wrote it.
             logger:warning(#{what => vcard_hash_read_failed, user => U, server => S,
                              reason => Why}),
             none
+    end.
+
+loaded(Tab, U, S, Found, Now) ->
+    Update = case Found of
+                 {ok, Hash} -> Hash;
+                 not_found -> none
+             end,
+    ets:insert(Tab, {{binary:copy(U), binary:copy(S)}, Update, Now}),
+    Update.
+
+%% @doc Hook: a login reads the credentials; the update is read with them
+%% (unless this node's row is fresh), so that the initial presence finds
+%% it here.
+-spec login_keys([{atom(), term()}], #{user := binary(), server := binary()}) ->
+    ok | {ok, [{atom(), term()}]}.
+login_keys(Keys, #{user := U, server := S}) ->
+    #{tab := Tab, ttl := TTL} = persistent_term:get({?MODULE, S}),
+    Now = erlang:monotonic_time(second),
+    case ets:lookup(Tab, {U, S}) of
+        [{_, _, ReadAt}] when Now - ReadAt < TTL -> ok;
+        _ -> {ok, [{?BUCKET, {U, S, photo}} | Keys]}
+    end.
+
+%% @doc Hook: what the login's read found, cached as a read of update/2.
+-spec login_values(ok, #{user := binary(), server := binary(),
+                         values := [{{atom(), term()}, {ok, term()} | not_found}]}) -> ok.
+login_values(ok, #{user := U, server := S, values := Values}) ->
+    case lists:keyfind({?BUCKET, {U, S, photo}}, 1, Values) of
+        {_, Found} ->
+            #{tab := Tab} = persistent_term:get({?MODULE, S}),
+            _ = loaded(Tab, U, S, Found, erlang:monotonic_time(second)),
+            ok;
+        false ->
+            ok
     end.
 
 cache(S, {U, S}, Update) ->

@@ -13,10 +13,13 @@
 -include("throng.hrl").
 
 -define(DISABLED, disabled_accounts).
+%% In the process dictionary of the connection: the disabled flag its last
+%% credential read found ({User, Server, boolean()}).
+-define(LOGIN_READ, {?MODULE, login_read}).
 
 -export([register/3, set_password/3, unregister/2, make_creds/1,
          bulk_register/5, bulk_register/6, sasl_ctx/1, prepare_user/1]).
--export([disable/2, enable/2, is_disabled/2, disabled_users/1]).
+-export([disable/2, enable/2, is_disabled/2, disabled_at_login/2, disabled_users/1]).
 %% Called through rpc by bench/bench_stats_overhead.escript (and tests).
 -ignore_xref([{bulk_register, 5}]).
 %% API used by tests (credentials for storage-level tests).
@@ -117,6 +120,16 @@ enable(User, Server) ->
 -spec is_disabled(binary(), binary()) -> boolean().
 is_disabled(U, S) ->
     throng_storage:kv_get(?DISABLED, {U, S}) =/= not_found.
+
+%% @doc Whether U@S is disabled, as the login's credential read found it
+%% when that read was made by this process for this account (one read
+%% less: the flag came with the credentials); else read now.
+-spec disabled_at_login(binary(), binary()) -> boolean().
+disabled_at_login(U, S) ->
+    case erase(?LOGIN_READ) of
+        {U, S, Disabled} -> Disabled;
+        _ -> is_disabled(U, S)
+    end.
 
 %% @doc The disabled accounts of a host, sorted user names.
 -spec disabled_users(binary()) -> [binary()].
@@ -240,23 +253,36 @@ contacts(I, N, Contacts) ->
 
 %%% SASL
 
-%% @doc The context {@link throng_sasl} needs for a domain.
+%% @doc The context {@link throng_sasl} needs for a domain, for one
+%% exchange: what an earlier exchange of this process read is forgotten.
 -spec sasl_ctx(binary()) -> throng_sasl:ctx().
 sasl_ctx(Server) ->
+    _ = erase(?LOGIN_READ),
     #{host => Server,
-      get_credentials =>
-          fun(U) ->
-                  try throng_storage:get_credentials(U, Server) of
-                      {ok, C} -> {ok, creds_map(C)};
-                      not_found -> not_found
-                  catch
-                      %% The store cannot answer now: temporary-auth-failure.
-                      error:{storage_failed, Why} -> {error, Why}
-                  end
-          end,
+      get_credentials => fun(U) -> login_read(U, Server) end,
       iterations => throng_config:get([auth, scram_iterations]),
       secret => throng_tables:boot_secret(),
       verify_plain => fun(U, Pw, Creds) -> verify_plain(U, Server, Pw, Creds) end}.
+
+%% The credentials, read with what else the login needs from the store in
+%% one read: the disabled flag (kept for disabled_at_login/2) and the keys
+%% the modules ask for (hook login_keys; what was found goes to hook
+%% login_values).
+login_read(U, S) ->
+    Args = #{user => U, server => S},
+    {_, Wanted} = throng_hooks:run(login_keys, S, [], Args),
+    try throng_storage:login_read(U, S, [{?DISABLED, {U, S}} | Wanted]) of
+        {ok, C, [Disabled | Values]} ->
+            put(?LOGIN_READ, {U, S, Disabled =/= not_found}),
+            Wanted =:= [] orelse
+                throng_hooks:notify(login_values, S, Args#{values => lists:zip(Wanted, Values)}),
+            {ok, creds_map(C)};
+        not_found ->
+            not_found
+    catch
+        %% The store cannot answer now: temporary-auth-failure.
+        error:{storage_failed, Why} -> {error, Why}
+    end.
 
 creds_map(#scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server = K1,
                        sha256_stored = S2, sha256_server = K2}) ->

@@ -33,6 +33,17 @@ accounts() ->
      {account_get,
       "SELECT salt, iterations, sha_stored, sha_server, sha256_stored, sha256_server"
       " FROM accounts WHERE server = $1 AND username = $2"},
+     %% A login's read: the account (row 0) and the kv rows of the keys
+     %% given in two arrays (row i for the i-th key, if it has a value; its
+     %% other columns are filled, not NULL, which the driver cannot decode
+     %% in binary results).
+     {login_get,
+      "SELECT 0::int8, salt, iterations, sha_stored, sha_server, sha256_stored, sha256_server"
+      " FROM accounts WHERE server = $1 AND username = $2"
+      " UNION ALL"
+      " SELECT k.i, kv.value, 0, ''::bytea, ''::bytea, ''::bytea, ''::bytea"
+      " FROM unnest($3::text[], $4::bytea[]) WITH ORDINALITY AS k(bucket, key, i)"
+      " JOIN kv ON kv.bucket = k.bucket AND kv.key = k.key"},
      {account_exists,
       "SELECT 1 FROM accounts WHERE server = $1 AND username = $2"},
      {account_count,

@@ -56,7 +56,7 @@
 -include("throng.hrl").
 
 -export([init/0, child_specs/0]).
--export([create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
+-export([create_account/3, set_credentials/3, get_credentials/2, login_read/3, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2]).
 -export([roster_get/2, roster_get_item/3, roster_update/4]).
 -export([offline_store/4, offline_count/2, offline_total/0, offline_bytes/0]).
@@ -106,6 +106,12 @@
 -callback create_account(luser(), lserver(), creds()) -> ok | {error, exists}.
 -callback set_credentials(luser(), lserver(), creds()) -> ok | {error, not_found}.
 -callback get_credentials(luser(), lserver()) -> {ok, creds()} | not_found.
+%% What a login reads, in one read (one round trip to the database): the
+%% credentials and the values of the given keys of the key-value store, in
+%% the order given; not_found when there is no account (the keys are then
+%% not reported).
+-callback login_read(luser(), lserver(), [{bucket(), Key :: term()}]) ->
+    {ok, creds(), [{ok, Value :: term()} | not_found]} | not_found.
 %% Removes the account with its roster and offline messages.
 -callback remove_account(luser(), lserver()) -> ok | {error, not_found}.
 -callback account_exists(luser(), lserver()) -> boolean().
@@ -240,6 +246,10 @@ set_credentials(U, S, C) -> (backend()):set_credentials(U, S, C).
 
 -spec get_credentials(luser(), lserver()) -> {ok, creds()} | not_found.
 get_credentials(U, S) -> (backend()):get_credentials(U, S).
+
+-spec login_read(luser(), lserver(), [{bucket(), term()}]) ->
+    {ok, creds(), [{ok, term()} | not_found]} | not_found.
+login_read(U, S, Keys) -> (backend()):login_read(U, S, Keys).
 
 -spec remove_account(luser(), lserver()) -> ok | {error, not_found}.
 remove_account(U, S) -> (backend()):remove_account(U, S).

@@ -7,7 +7,10 @@
 %% In a cluster (`cluster.db_nodes'), the listed nodes keep the tables on
 %% disk (disc_copies, replicated among them) and every other node keeps no
 %% copy: Mnesia reads and writes the tables of the listed nodes remotely, and
-%% a write returns after those nodes fsynced it.
+%% a write returns after those nodes fsynced it. Where one call reads rows
+%% of several tables (login_read/3, roster_get/2) or writes many (the
+%% archive), such a node runs it on a db node in one `erpc' call: one round
+%% trip, where Mnesia would make one for each row.
 %%
 %% Failures follow the contract of {@link throng_storage}: a function returns
 %% one of its documented results or raises `error({storage_failed, Reason})'
@@ -18,7 +21,8 @@
 
 -include("throng.hrl").
 
--export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, remove_account/2,
+-export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2,
+         login_read/3, remove_account/2,
          account_exists/2, count_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
@@ -28,8 +32,9 @@
          mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2,
          mam_expire/3]).
 %% Called remotely (erpc) by the members that do not keep the tables.
--export([archive_rows/2]).
--ignore_xref([{archive_rows, 2}]).
+-export([archive_rows/2, roster_read/2, login_read_here/3, table_query/5, table_count/4]).
+-ignore_xref([{archive_rows, 2}, {roster_read, 2}, {login_read_here, 3}, {table_query, 5},
+              {table_count, 4}]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
 -record(throng_roster, {us :: {binary(), binary()}, item :: #roster_item{}}).
@@ -405,14 +410,27 @@ batch(F) ->
             F()
     end.
 
+%% A dirty read or select, made on a db node by a node that keeps no copy:
+%% one message each way (Mnesia's own remote read sends three: a monitor,
+%% the request and a demonitor).
 dirty_read(Tab, Key) ->
-    try mnesia:dirty_read(Tab, Key)
+    dirty(dirty_read, [Tab, Key]).
+
+dirty_select(Tab, MatchSpec) ->
+    dirty(dirty_select, [Tab, MatchSpec]).
+
+dirty(F, Args) ->
+    try at_tables(mnesia, F, Args)
     catch exit:{aborted, Why} -> failed({aborted, Why})
     end.
 
-dirty_select(Tab, MatchSpec) ->
-    try mnesia:dirty_select(Tab, MatchSpec)
-    catch exit:{aborted, Why} -> failed({aborted, Why})
+%% M:F(Args) where the tables are: here when this node keeps them (or no
+%% db node runs), else in one call to a db node.
+at_tables(M, F, Args) ->
+    Here = fun() -> apply(M, F, Args) end,
+    case db_node() of
+        here -> Here();
+        Node -> at_db_node(Node, M, F, Args, Here)
     end.
 
 -spec failed(throng_storage:failure()) -> no_return().
@@ -444,6 +462,23 @@ get_credentials(U, S) ->
     case dirty_read(throng_account, {U, S}) of
         [#throng_account{creds = C}] -> {ok, C};
         [] -> not_found
+    end.
+
+%% The account and the keys are rows of two tables: read where the
+%% tables are, in one round trip from a node that keeps no copy.
+-spec login_read(binary(), binary(), [{atom(), term()}]) ->
+    {ok, #scram_creds{}, [{ok, term()} | not_found]} | not_found.
+login_read(U, S, Keys) ->
+    at_tables(?MODULE, login_read_here, [U, S, Keys]).
+
+%% @doc login_read/3 made with the reads of this node (on a db node: its
+%% own copies).
+-spec login_read_here(binary(), binary(), [{atom(), term()}]) ->
+    {ok, #scram_creds{}, [{ok, term()} | not_found]} | not_found.
+login_read_here(U, S, Keys) ->
+    case get_credentials(U, S) of
+        {ok, Creds} -> {ok, Creds, [kv_get(B, K) || {B, K} <- Keys]};
+        not_found -> not_found
     end.
 
 -spec remove_account(binary(), binary()) -> ok | {error, not_found}.
@@ -500,8 +535,17 @@ split(N, L) -> lists:split(N, L).
 
 %%% Rosters
 
+%% The roster and its version are two rows of two tables: read where the
+%% tables are, in one round trip from a node that keeps no copy (two
+%% dirty reads would be two).
 -spec roster_get(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
 roster_get(U, S) ->
+    at_tables(?MODULE, roster_read, [U, S]).
+
+%% @doc roster_get/2 made with the reads of this node (on a db node: its
+%% own copies).
+-spec roster_read(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
+roster_read(U, S) ->
     Items = [I || #throng_roster{item = I} <- dirty_read(throng_roster, {U, S})],
     {roster_version(U, S), Items}.
 
@@ -874,9 +918,10 @@ write_archive(Rows) ->
                true -> none;
                false -> archive_sync_mode()
            end,
-    Result = case archive_node() of
+    Result = case db_node() of
                  here -> archive_rows(Rows, Sync);
-                 Node -> remote_archive_rows(Node, Rows, Sync)
+                 Node -> at_db_node(Node, ?MODULE, archive_rows, [Rows, Sync],
+                                    fun() -> archive_rows(Rows, Sync) end)
              end,
     case Result of
         ok -> ok;
@@ -892,7 +937,7 @@ archive_sync_mode() ->
 %% here: this node keeps the tables (or no db node runs: the write here
 %% fails as Mnesia says). Else one of the running db nodes, the same one
 %% for every write of this node while they run.
-archive_node() ->
+db_node() ->
     case persistent_term:get(?DISC_KEY, {true, []}) of
         {true, _} -> here;
         {false, DbNodes} ->
@@ -915,21 +960,23 @@ sync_by(none) -> ok;
 sync_by(soon) -> sync_soon();
 sync_by(wait) -> sync().
 
-%% A db node that went away during the call (the rows may be written or
-%% not: writing them again is harmless, the same rows under the same keys)
-%% or that does not know the call (an older version): written from here,
-%% as Mnesia writes to tables it does not keep.
-remote_archive_rows(Node, Rows, Sync) ->
-    try erpc:call(Node, ?MODULE, archive_rows, [Rows, Sync], infinity)
+%% M:F(Args) run on Node, a running db node: one round trip for all it
+%% does there. A db node that went away during the call (a write may have
+%% been made or not: the rows and keys are the same when it is made again)
+%% or that does not know F (an older version): Here(), Mnesia's own way
+%% from this node to tables it does not keep.
+at_db_node(Node, M, F, Args, Here) ->
+    try erpc:call(Node, M, F, Args, infinity)
     catch
         error:{exception, {storage_failed, Why}, _} -> failed(Why);
-        error:{exception, undef, [{?MODULE, archive_rows, _, _} | _]} ->
-            archive_rows(Rows, Sync);
+        exit:{exception, {aborted, Why}} -> failed({aborted, Why});
+        error:{exception, undef, [{M, F, _, _} | _]} -> Here();
         error:{erpc, _} = Why ->
-            logger:warning(#{what => archive_node_unreachable, node => Node, reason => Why}),
-            archive_rows(Rows, Sync);
+            logger:warning(#{what => db_node_unreachable, node => Node, call => F,
+                             reason => Why}),
+            Here();
         Class:Why ->
-            failed({aborted, {archive_node, Node, Class, Why}})
+            failed({aborted, {db_node, Node, Class, Why}})
     end.
 
 %% An archived message's fsync: asked for and not waited for
@@ -1137,7 +1184,9 @@ mam_query(U, S, F, Direction, Limit) ->
             files(fun() -> throng_archive_files:query(Root, U, S, F, {Direction, Limit},
                                                       throng_archive_writer:pending(U, S))
                   end);
-        table -> table_query(U, S, F, Direction, Limit)
+        %% A walk of the user's range, a read per message: made where
+        %% the tables are, one round trip from a node without them.
+        table -> at_tables(?MODULE, table_query, [U, S, F, Direction, Limit])
     end.
 
 files(Fun) ->
@@ -1145,6 +1194,10 @@ files(Fun) ->
     catch throw:{archive, Why} -> failed({aborted, {archive, Why}})
     end.
 
+%% @doc mam_query/5 of the table, made with the reads of this node (on a db
+%% node: its own copies).
+-spec table_query(binary(), binary(), #mam_filter{}, throng_storage:mam_direction(),
+                  non_neg_integer()) -> [#mam_msg{}].
 table_query(U, S, #mam_filter{ids = any, with = any, min = Min} = F, forward, Limit) ->
     US = {U, S},
     walk(fun mnesia:dirty_next/2, {US, Min - 1}, US, F, Limit, []);
@@ -1214,9 +1267,12 @@ mam_count(U, S, F, Before) ->
             files(fun() -> throng_archive_files:count(Root, U, S, {F, Before},
                                                       throng_archive_writer:pending(U, S))
                   end);
-        table -> table_count(U, S, F, Before)
+        table -> at_tables(?MODULE, table_count, [U, S, F, Before])
     end.
 
+%% @doc mam_count/4 of the table, made with the reads of this node.
+-spec table_count(binary(), binary(), #mam_filter{}, non_neg_integer()) ->
+    {non_neg_integer(), non_neg_integer()}.
 table_count(U, S, #mam_filter{ids = any} = F, Before) ->
     count_below(range_ids({U, S}, F), Before);
 table_count(U, S, Filter, Before) ->

@@ -12,6 +12,8 @@
 %%
 %% How each contract is kept:
 %% <ul>
+%% <li>login_read: one statement (the account's row, UNION ALL the kv rows
+%%     of the keys, passed as two arrays).</li>
 %% <li>roster_update: one transaction that first locks the user's
 %%     roster_versions row (`SELECT ... FOR UPDATE', the row created if
 %%     missing), so that changes of one user's roster run one at a time.</li>
@@ -41,7 +43,7 @@
 
 -include("throng.hrl").
 
--export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2,
+-export([init/0, child_specs/0, create_account/3, set_credentials/3, get_credentials/2, login_read/3,
          remove_account/2, account_exists/2, count_accounts/1, bulk_create/2,
          roster_get/2, roster_get_item/3, roster_update/4,
          offline_store/4, offline_count/2, offline_total/0, offline_bytes/0,
@@ -144,10 +146,28 @@ creds(#scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server = K1
 -spec get_credentials(binary(), binary()) -> {ok, #scram_creds{}} | not_found.
 get_credentials(U, S) ->
     case read(account_get, [S, U]) of
-        [[Salt, I, S1, K1, S2, K2]] ->
-            {ok, #scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server = K1,
-                              sha256_stored = S2, sha256_server = K2}};
-        [] ->
+        [Row] -> {ok, creds_of(Row)};
+        [] -> not_found
+    end.
+
+creds_of([Salt, I, S1, K1, S2, K2]) ->
+    #scram_creds{salt = Salt, iterations = I, sha_stored = S1, sha_server = K1,
+                 sha256_stored = S2, sha256_server = K2}.
+
+%% One statement: the account's row and the rows of the keys that have one.
+-spec login_read(binary(), binary(), [{atom(), term()}]) ->
+    {ok, #scram_creds{}, [{ok, term()} | not_found]} | not_found.
+login_read(U, S, Keys) ->
+    Rows = read(login_get, [S, U, {array, text, [atom_to_binary(B) || {B, _} <- Keys]},
+                            {array, bytea, [key(K) || {_, K} <- Keys]}]),
+    case lists:keytake(0, 1, [{N, Rest} || [N | Rest] <- Rows]) of
+        {value, {0, Account}, Found} ->
+            {ok, creds_of(Account),
+             [case lists:keyfind(I, 1, Found) of
+                  {I, [Value | _]} -> {ok, binary_to_term(Value)};
+                  false -> not_found
+              end || I <- lists:seq(1, length(Keys))]};
+        false ->
             not_found
     end.
 
