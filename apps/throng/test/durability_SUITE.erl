@@ -34,7 +34,6 @@ groups() ->
                    archive_writes_survive_the_writer_killed, archive_log_is_replayed_at_start,
                    archive_half_written_tail_is_cut, archive_table_migrates_to_files,
                    archive_checkpoint_deletes_old_logs,
-                   disabled_check_failure_is_temporary,
                    session_end_with_nothing_unacked_writes_nothing,
                    session_end_keeps_its_mailbox_when_the_roster_read_fails,
                    unavailable_reaches_the_contacts_once_the_roster_reads_again,
@@ -447,8 +446,8 @@ login_while_store_fails_is_temporary(Config) ->
     case ?config(backend, Config) of
         mnesia ->
             ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
-            ok = meck:expect(throng_storage_mnesia, get_credentials,
-                             fun(_, _) ->
+            ok = meck:expect(throng_storage_mnesia, login_read,
+                             fun(_, _, _) ->
                                      error({storage_failed, {aborted, {node_not_running, node()}}})
                              end);
         pgsql ->
@@ -465,22 +464,6 @@ login_while_store_fails_is_temporary(Config) ->
         pgsql -> start_store(Config)
     end,
     timer:sleep(200),   %% the second failure is answered after a short delay
-    ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
-
-%% The right password, and then the store cannot say whether the account
-%% is disabled (it failed between the two reads): temporary-auth-failure,
-%% the connection stays, and the login works once the store answers.
-disabled_check_failure_is_temporary(_Config) ->
-    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
-    ok = meck:expect(throng_storage_mnesia, kv_get,
-                     fun(disabled_accounts, _) -> error({storage_failed, {aborted, test}});
-                        (B, K) -> meck:passthrough([B, K])
-                     end),
-    C = throng_test_client:connect(#{}),
-    _ = throng_test_client:open_stream(C),
-    ?assertEqual({failure, <<"temporary-auth-failure">>},
-                 throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)),
-    ok = meck:unload(throng_storage_mnesia),
     ?assertEqual(ok, throng_test_client:auth_plain(C, <<"alice">>, <<"password">>)).
 
 %% A session that ends with nothing unacknowledged and nothing held has

@@ -19,6 +19,7 @@ all() ->
      bind2_with_stream_management, failure_then_retry, fast_token_then_one_round_trip,
      fast_wrong_token, fast_needs_user_agent, fast_token_bound_to_mechanism,
      fast_invalidate, fast_expired_token, fast_password_change, fast_disabled_account,
+     fast_disabled_check_failure_is_temporary,
      inline_resume_with_fast, inline_resume_failed_then_bind2, inline_resume_failed_without_bind,
      inline_resume_not_offered_without_stream_management].
 
@@ -271,6 +272,29 @@ fast_disabled_account(_) ->
     S = authenticate(C2, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
     ?assertMatch(#xmlel{name = <<"success">>}, S),
     ?C:close(C2).
+
+%% A token login reads the disabled flag on its own (a password login has
+%% it from its credential read): when the store fails on that read, the
+%% valid token gets temporary-auth-failure, the connection stays, and the
+%% login works once the store answers.
+fast_disabled_check_failure_is_temporary(_) ->
+    Token = get_token(<<"HT-SHA-256-NONE">>),
+    ok = meck:new(throng_storage_mnesia, [passthrough, no_link]),
+    try
+        ok = meck:expect(throng_storage_mnesia, kv_get,
+                         fun(disabled_accounts, _) -> error({storage_failed, {aborted, test}});
+                            (B, K) -> meck:passthrough([B, K])
+                         end),
+        {C, _} = tls(),
+        F = authenticate(C, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
+        ?assertNotEqual(undefined, throng_xml:subel(F, <<"temporary-auth-failure">>, ?NS_SASL)),
+        ok = meck:unload(throng_storage_mnesia),
+        S = authenticate(C, <<"HT-SHA-256-NONE">>, ht(<<"alice">>, Token, <<>>), [ua()]),
+        ?assertMatch(#xmlel{name = <<"success">>}, S),
+        ?C:close(C)
+    after
+        catch meck:unload(throng_storage_mnesia)
+    end.
 
 %%% XEP-0198 "Inline Stream Resumption"
 
