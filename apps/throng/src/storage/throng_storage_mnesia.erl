@@ -6,11 +6,11 @@
 %%
 %% In a cluster (`cluster.db_nodes'), the listed nodes keep the tables on
 %% disk (disc_copies, replicated among them) and every other node keeps no
-%% copy: Mnesia reads and writes the tables of the listed nodes remotely, and
-%% a write returns after those nodes fsynced it. Where one call reads rows
-%% of several tables (login_read/3, roster_get/2) or writes many (the
-%% archive), such a node runs it on a db node in one `erpc' call: one round
-%% trip, where Mnesia would make one for each row.
+%% copy: it writes the tables of the listed nodes through Mnesia, and a
+%% write returns after those nodes fsynced it. Its reads run on a db node,
+%% each in one `erpc' call (at_tables/3): a dirty read, or a whole step that
+%% reads several rows (login_read/3, roster_get/2, the archive's queries);
+%% the archive's writes are one call too.
 %%
 %% Failures follow the contract of {@link throng_storage}: a function returns
 %% one of its documented results or raises `error({storage_failed, Reason})'
@@ -32,8 +32,8 @@
          mam_store/3, mam_store_many/1, mam_query/5, mam_count/4, mam_delete_user/2,
          mam_expire/3]).
 %% Called remotely (erpc) by the members that do not keep the tables.
--export([archive_rows/2, roster_read/2, login_read_here/3, table_query/5, table_count/4]).
--ignore_xref([{archive_rows, 2}, {roster_read, 2}, {login_read_here, 3}, {table_query, 5},
+-export([archive_rows/2, roster_get_here/2, login_read_here/3, table_query/5, table_count/4]).
+-ignore_xref([{archive_rows, 2}, {roster_get_here, 2}, {login_read_here, 3}, {table_query, 5},
               {table_count, 4}]).
 
 -record(throng_account, {us :: {binary(), binary()}, creds :: #scram_creds{}}).
@@ -540,12 +540,12 @@ split(N, L) -> lists:split(N, L).
 %% dirty reads would be two).
 -spec roster_get(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
 roster_get(U, S) ->
-    at_tables(?MODULE, roster_read, [U, S]).
+    at_tables(?MODULE, roster_get_here, [U, S]).
 
 %% @doc roster_get/2 made with the reads of this node (on a db node: its
 %% own copies).
--spec roster_read(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
-roster_read(U, S) ->
+-spec roster_get_here(binary(), binary()) -> {non_neg_integer(), [#roster_item{}]}.
+roster_get_here(U, S) ->
     Items = [I || #throng_roster{item = I} <- dirty_read(throng_roster, {U, S})],
     {roster_version(U, S), Items}.
 
