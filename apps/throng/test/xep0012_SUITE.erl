@@ -114,7 +114,15 @@ last_logout_with_status(_) ->
                       children = [#xmlel{name = <<"status">>,
                                          children = [{xmlcdata, <<"gone fishing">>}]}]}),
     wait_closed(A),
+    %% The session's end adds nothing (it was no longer available): the
+    %% stored row is the unavailable presence's, and stays so. (CI once saw
+    %% an empty status here, not reproduced since; this says which side
+    %% had it: the store, or the answer.)
+    Stored = fun() -> throng_storage:kv_get(last_activity, {<<"alice">>, <<"localhost">>}) end,
+    wait_until(fun() -> throng_sm:resources({<<"alice">>, <<"localhost">>}) =:= [] end),
+    ?assertMatch({ok, {_, <<"gone fishing">>}}, Stored()),
     timer:sleep(1100),
+    ?assertMatch({ok, {_, <<"gone fishing">>}}, Stored()),
     B = login(<<"bob">>),
     {S, Status} = last(B, <<"alice@localhost">>),
     ?assertEqual(<<"gone fishing">>, Status),
