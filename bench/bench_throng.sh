@@ -29,6 +29,8 @@ dir=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"   # THRONG_REL: another release (bench/pair.sh)
 [ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
+. "$root/bench/fresh_release.sh"
+[ "$cmd" = stop ] || fresh_release "$root" "$(dirname "$(dirname "$rel")")" || exit 2
 base="${THRONG_BENCH_NODE:-throngbench@127.0.0.1}"
 # node I's name and directory (node 1: the name given, DIR)
 node_name() { if [ "$1" = 1 ]; then echo "$base"; else echo "${base%@*}n$1@${base#*@}"; fi; }

@@ -101,6 +101,8 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 rel="${THRONG_REL:-$root/_build/default/rel/throng}/bin/throng"
 [ -x "$rel" ] || { echo "$0: build the release first (make release)" >&2; exit 2; }
+. "$root/bench/fresh_release.sh"
+fresh_release "$root" "$(dirname "$(dirname "$rel")")" || exit 2
 [ -f "$root/_build/default/lib/throng_bench/ebin/throng_bench_cli.beam" ] ||
     { echo "$0: build throng-bench first (make)" >&2; exit 2; }
 

@@ -18,6 +18,8 @@ SETTLE=${SETTLE:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REL="${THRONG_REL:-$ROOT/_build/default/rel/throng}"   # THRONG_REL: another release (bench/pair.sh)
 [ -x "$REL/bin/throng" ] || { echo "build the release first: make release" >&2; exit 1; }
+. "$ROOT/bench/fresh_release.sh"
+fresh_release "$ROOT" "$REL" || exit 1
 WORK=$(mktemp -d /tmp/throng-membench.XXXXXX)
 PORT=25222
 export THRONG_NODE=throngmem@127.0.0.1 THRONG_RUN_DIR="$WORK" THRONG_CONFIG="$WORK/throng.yml"
