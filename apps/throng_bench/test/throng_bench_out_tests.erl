@@ -103,6 +103,13 @@ server_section_shrinking_server_test() ->
     ?assertMatch(#{rss_start_bytes := 90000, rss_low_before_peak_bytes := 40000,
                    bytes_per_session_at_peak := 1000}, S).
 
+%% A delivery of 1 us is a bar from 0.001 ms: its tooltip label is written
+%% in the exponent form (io_lib's ~e takes two digits or more).
+svg_histogram_of_tiny_values_test() ->
+    Svg = iolist_to_binary(throng_bench_svg:histogram(
+                             #{bars => [{1, 2, 5}, {2, 1000, 3}], unit_div => 1000})),
+    ?assertMatch({_, _}, binary:match(Svg, <<"1.0e-3-2.0e-3: 5">>)).
+
 svg_ticks_test() ->
     ?assertEqual([0, 20, 40, 60, 80, 100], throng_bench_svg:nice_ticks(0, 100, 5)),
     ?assertEqual([1, 10, 100, 1000, 10000, 100000], throng_bench_svg:log_ticks(1, 100000)),

@@ -206,4 +206,5 @@ fmt(V) when is_float(V), abs(V) >= 100 -> integer_to_list(round(V));
 fmt(V) when is_float(V), abs(V) >= 1 -> io_lib:format("~.1f", [V]);
 fmt(V) when is_float(V), V == 0 -> "0";
 fmt(V) when is_float(V), abs(V) >= 0.01 -> io_lib:format("~.2f", [V]);
-fmt(V) -> io_lib:format("~.1e", [V]).
+%% ~e counts significant digits, two at least: "1.0e-3".
+fmt(V) -> io_lib:format("~.2e", [V]).
